@@ -1,0 +1,107 @@
+"""What the host hands to every hook: where the node's files are, options,
+the node-local IPAM store, and the environment to read overrides from.
+
+Plugins read endpoint overrides from ``context.env`` (not ``os.environ``
+directly) so tests and the CLI can point one host at an emulator without
+touching the process environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .hostroot import HostRoot
+
+if TYPE_CHECKING:
+    from .ipam import IpamStore
+
+
+@dataclass
+class ProviderOptions:
+    """Knobs shared by all plugins; plugin-specific ones go in ``settings``.
+
+    ``settings`` keys are ``<plugin>.<name>`` (``aws.allow_imdsv1``,
+    ``webhook.ca_bundle``); values are strings as they come from flags or
+    environment.
+    """
+
+    webhook_url: str | None = None
+    metadata_deadline: float = 15.0
+    probe_timeout: float = 1.0
+    detect_deadline: float = 3.0
+    request_timeout: float = 2.0
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def setting(self, key: str, default: str | None = None) -> str | None:
+        return self.settings.get(key, default)
+
+
+@dataclass
+class ProviderContext:
+    """Everything a hook may use besides its own arguments."""
+
+    host_root: HostRoot = field(default_factory=HostRoot)
+    options: ProviderOptions = field(default_factory=ProviderOptions)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    ipam_factory: Callable[[], IpamStore] | None = None
+    # Roles the operator asked for by name; plugins may be stricter for them.
+    explicit_roles: frozenset[str] = frozenset()
+    _ipam: IpamStore | None = field(default=None, repr=False)
+
+    @property
+    def ipam(self) -> IpamStore:
+        """The node's IPAM store, opened on first use (only profile roles need it)."""
+        if self._ipam is None:
+            if self.ipam_factory is None:
+                from .ipam import MemoryStore
+
+                self._ipam = MemoryStore()
+            else:
+                self._ipam = self.ipam_factory()
+        return self._ipam
+
+
+class InstanceSnapshot(BaseModel):
+    """Base class of what a cloud plugin loads from its metadata server.
+
+    Plugins subclass it with their own fields.  The host only relies on the
+    methods below; ``describe`` prints ``model_dump(mode="json")``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    provider: str
+    endpoint: str | None = None
+
+    def known_macs(self) -> frozenset[str] | None:
+        """Normalized MACs of the NICs this snapshot describes.
+
+        ``None`` means the plugin does not enumerate NICs (a webhook), so an
+        unknown MAC never triggers a metadata refresh.
+        """
+        return None
+
+    def serving_roles(self) -> frozenset[str] | None:
+        """Roles the live provider can serve, or ``None`` for all it implements.
+
+        A webhook narrows its roles to what ``/health`` declared.
+        """
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class SampleHost:
+    """A fake host root a plugin ships for demos and tests."""
+
+    root: Path
+    description: str
+    claim_device: str | None = None  # a NIC that can carry an IPVLAN claim

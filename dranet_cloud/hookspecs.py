@@ -1,0 +1,153 @@
+"""The contract between the host and plugins.
+
+Plugins are plain modules registered in the ``dranet_cloud`` entry-point
+group; they implement any subset of these hooks with ``@hookimpl``.  The host
+calls one plugin at a time (it routes, it does not broadcast), so every hook
+is ``firstresult``.  Which hooks a plugin implements decides its roles:
+
+* **cloud**: ``instance_properties`` (plus detection, attributes, device config);
+* **profile**: ``profile_config`` and ``release_profile_config``;
+* **enricher**: ``device_attributes`` without ``instance_properties``: its
+  attributes are added on top of whichever cloud plugin is active.
+
+Errors: raise :mod:`dranet_cloud.errors` types.  ``ProviderUnavailable`` for
+an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .context import InstanceSnapshot, ProviderContext, SampleHost
+    from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from .testing.emulator import Emulator
+
+PROJECT = "dranet_cloud"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec(firstresult=True)
+def local_evidence(context: ProviderContext) -> str | None:
+    """Say whether the node's own files point at this plugin's environment.
+
+    Called by the host during auto-detection, for every installed plugin,
+    before any network I/O.  Read DMI/sysfs through ``context.host_root`` only;
+    never touch the network here (it must cost microseconds).  Return a short
+    human description of the evidence (``"DMI product_name=Google Compute
+    Engine"``) or ``None`` when there is none.  The webhook plugin's evidence
+    is a configured URL.
+    """
+
+
+@hookspec(firstresult=True)
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    """Confirm the environment with one cheap metadata request.
+
+    Called during auto-detection only for plugins that had local evidence
+    (or for all, when the operator opted in with ``--probe-metadata`` and DMI
+    is unreadable), concurrently, each bounded by ``timeout`` seconds.
+    Return a description of what answered (it names the endpoint), or
+    ``None`` when something answered but it is not this environment (a
+    spoofed or wrong server).  Raise ``ProviderUnavailable`` (naming the
+    endpoint and the override variable) when nothing answered.
+    """
+
+
+@hookspec(firstresult=True)
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    """Load the plugin's instance snapshot from its metadata server.
+
+    Called once at host start for the chosen cloud/profile plugin, and again
+    (rate-limited) when a device's MAC is unknown to the snapshot.  Retry
+    while the server comes up, until ``deadline`` seconds have passed, then
+    raise ``ProviderUnavailable``.  The host turns that into
+    ``ProviderInitError`` when the plugin was requested explicitly.
+    """
+
+
+@hookspec(firstresult=True)
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    """Kubernetes attributes for one NIC (``{"gce.dra.net/block": {"string": ...}}``).
+
+    Called by the host when it publishes devices; the result is cached per
+    device.  ``instance`` is ``None`` for enrichers called without a cloud
+    plugin.  The host validates every attribute against the API-server
+    limits and drops invalid ones with a warning.  ``None`` or ``{}``: nothing
+    to add.
+    """
+
+
+@hookspec(firstresult=True)
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    """The cloud's static baseline config for one NIC (MTU, routes, neighbors).
+
+    Called by the host when a claim is prepared; cached per device, so it must
+    depend only on the device and the snapshot, never on a claim.  ``None``:
+    the plugin has nothing to say about this NIC (unknown to the metadata).
+    """
+
+
+@hookspec(firstresult=True)
+def profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    """Per-claim dynamic config (addresses from IPAM...).
+
+    Called by the host for a claim whose merged config names a profile,
+    with that merged config as context (to validate, deny or allocate).  It
+    must be idempotent per ``(device, claim_uid)``: a kubelet retry gets the
+    same answer and allocates nothing new.  Raise ``ProfileDenied`` to refuse.
+    ``None``: nothing to add for this claim.
+    """
+
+
+@hookspec(firstresult=True)
+def release_profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+) -> bool | None:
+    """Free what ``profile_config`` allocated for this claim.
+
+    Called by the host at claim teardown, best effort and never retried.
+    Free by owner (device, claim), not by what ``config`` still lists.
+    Releasing an unknown or already released claim is success.  Return
+    ``True`` when handled; raise on failure (the host logs it).
+    """
+
+
+@hookspec(firstresult=True)
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    """Build (not start) this plugin's metadata emulator.
+
+    Called by ``dranet-cloud emulate <plugin>``, the demo and the conformance
+    suite.  ``fixture`` replaces the built-in sample instance; ``listen`` is
+    ``HOST:PORT`` or ``unix:///path``; ``faults`` is a fault spec string for
+    the emulator kit.  The emulator's ``env`` must hold the variables that
+    point this plugin at it.
+    """
+
+
+@hookspec(firstresult=True)
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    """Write a fake host root matching the emulator's default fixture.
+
+    Called by the demo, the conformance suite and tests.  ``variant`` selects
+    among the plugin's samples (``None`` = default).  Return ``None`` for an
+    unknown variant.
+    """

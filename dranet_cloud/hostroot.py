@@ -1,0 +1,164 @@
+"""Reading a node's sysfs/procfs through a movable root.
+
+Every file a plugin reads about the node goes through :class:`HostRoot`, so a
+test or an operator can point the whole framework at a copy of another node's
+files (``--host-root``, ``DRANET_CLOUD_HOST_ROOT``).  Symlinks are resolved by
+reading their target's last path component, never by following them, because
+sysfs links are absolute or relative to the real ``/sys`` and would escape a
+copied root.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .models import DeviceIdentifiers, normalize_mac
+
+HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
+
+# DMI fields the detection of any cloud may consult.
+DMI_FIELDS = (
+    "sys_vendor",
+    "product_name",
+    "product_serial",
+    "product_uuid",
+    "product_version",
+    "bios_vendor",
+    "bios_version",
+    "board_vendor",
+    "chassis_vendor",
+    "chassis_asset_tag",
+)
+
+
+@dataclass(frozen=True)
+class Inet6Address:
+    """One line of ``/proc/net/if_inet6``."""
+
+    address: str  # compressed textual form
+    prefix_len: int
+    scope: int  # 0x00 global, 0x20 link, 0x10 host
+    ifname: str
+
+    @property
+    def is_global(self) -> bool:
+        return self.scope == 0
+
+
+class HostRoot:
+    """A view of a node's ``/sys`` and ``/proc`` under ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self.root = Path(root)
+        self._dmi: dict[str, str | None] | None = None
+
+    @classmethod
+    def from_env(cls, root: str | os.PathLike[str] | None = None) -> HostRoot:
+        """Explicit argument, else ``DRANET_CLOUD_HOST_ROOT``, else ``/``."""
+        return cls(root or os.environ.get(HOST_ROOT_ENV) or "/")
+
+    def __repr__(self) -> str:
+        return f"HostRoot({str(self.root)!r})"
+
+    def path(self, absolute: str) -> Path:
+        """Map an absolute node path such as ``/sys/class/net`` into the root."""
+        return self.root / absolute.lstrip("/")
+
+    def read_text(self, absolute: str) -> str | None:
+        """Stripped file content, or ``None`` when absent or unreadable."""
+        try:
+            return self.path(absolute).read_text(errors="replace").strip()
+        except OSError:
+            return None
+
+    def link_name(self, absolute: str) -> str | None:
+        """Last component of a symlink's target, without following it."""
+        try:
+            return os.path.basename(os.readlink(self.path(absolute)).rstrip("/"))
+        except OSError:
+            return None
+
+    def listdir(self, absolute: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(absolute)))
+        except OSError:
+            return []
+
+    # --- DMI -----------------------------------------------------------------
+
+    def dmi_readable(self) -> bool:
+        """Whether ``/sys/class/dmi/id`` exists; containers often hide it."""
+        return self.path("/sys/class/dmi/id").is_dir()
+
+    def dmi(self, field: str) -> str | None:
+        """One DMI field (``product_name``...), read once and cached."""
+        if self._dmi is None:
+            self._dmi = {}
+        if field not in self._dmi:
+            self._dmi[field] = self.read_text(f"/sys/class/dmi/id/{field}")
+        return self._dmi[field]
+
+    # --- network devices -------------------------------------------------------
+
+    def net_devices(self) -> list[DeviceIdentifiers]:
+        """The node's NICs from ``/sys/class/net`` (loopback excluded)."""
+        out: list[DeviceIdentifiers] = []
+        for name in self.listdir("/sys/class/net"):
+            if name == "lo":
+                continue
+            mac = self.read_text(f"/sys/class/net/{name}/address")
+            try:
+                mac = normalize_mac(mac) if mac else None
+            except ValueError:
+                mac = None
+            pci = self.pci_address(name)
+            out.append(DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci))
+        return out
+
+    def pci_address(self, ifname: str) -> str | None:
+        """PCI address behind a NIC, from its ``device`` link (``0000:00:05.0``)."""
+        target = self.link_name(f"/sys/class/net/{ifname}/device")
+        if target and target.count(":") == 2:
+            return target
+        return None
+
+    def pci_driver(self, pci_address: str) -> str | None:
+        """Kernel driver bound to a PCI device (``efa``, ``gve``, ``erdma``...)."""
+        return self.link_name(f"/sys/bus/pci/devices/{pci_address}/driver")
+
+    def infiniband_pci_addresses(self, prefix: str = "") -> dict[str, str]:
+        """RDMA device name -> PCI address for ``/sys/class/infiniband/<prefix>*``."""
+        out: dict[str, str] = {}
+        for dev in self.listdir("/sys/class/infiniband"):
+            if not dev.startswith(prefix):
+                continue
+            pci = self.link_name(f"/sys/class/infiniband/{dev}/device")
+            if pci:
+                out[dev] = pci
+        return out
+
+    def bonding_mode(self, ifname: str) -> str | None:
+        """``802.3ad``, ``active-backup``... or ``None`` when not a bond."""
+        raw = self.read_text(f"/sys/class/net/{ifname}/bonding/mode")
+        return raw.split()[0] if raw else None
+
+    def if_inet6(self) -> list[Inet6Address]:
+        """Parse ``/proc/net/if_inet6`` (addr, ifindex, plen, scope, flags, name)."""
+        import ipaddress
+
+        raw = self.read_text("/proc/net/if_inet6") or ""
+        out: list[Inet6Address] = []
+        for line in raw.splitlines():
+            parts = line.split()
+            if len(parts) != 6 or len(parts[0]) != 32:
+                continue
+            try:
+                addr = ipaddress.IPv6Address(int(parts[0], 16))
+                out.append(
+                    Inet6Address(str(addr), int(parts[2], 16), int(parts[3], 16), parts[5])
+                )
+            except ValueError:
+                continue
+        return out

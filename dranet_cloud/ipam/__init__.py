@@ -1,0 +1,29 @@
+"""Node-local IPAM: one address per family per owner, durable across restarts.
+
+The API (implemented by :class:`MemoryStore` and :class:`SqliteStore`):
+
+* ``allocate(owner, ranges) -> list[str]``: one host CIDR (/32, /128) per
+  range, IPv4 first; idempotent per owner.
+* ``reserve(owner, addresses) -> list[str]``: record static addresses;
+  ``AddressConflict`` when another owner holds one.
+* ``release(owner) -> list[str]``: free everything the owner holds.
+* ``collect(live_claims=None, older_than=None) -> list[Allocation]``.
+* ``list() -> list[Allocation]``.
+"""
+
+from __future__ import annotations
+
+from .base import Allocation, IpamStore, Owner
+from .memory import MemoryStore
+from .sqlite import DEFAULT_IPAM_DB, IPAM_DB_ENV, SqliteStore, open_store
+
+__all__ = [
+    "DEFAULT_IPAM_DB",
+    "IPAM_DB_ENV",
+    "Allocation",
+    "IpamStore",
+    "MemoryStore",
+    "Owner",
+    "SqliteStore",
+    "open_store",
+]

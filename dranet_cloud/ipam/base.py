@@ -1,0 +1,51 @@
+"""IPAM types and the store protocol every backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from ..iprange import IPRange
+
+
+@dataclass(frozen=True, order=True)
+class Owner:
+    """Who holds an allocation: a pool (plugin or profile name), a device, a claim.
+
+    Keying by claim UID is what makes a kubelet retry get the same addresses.
+    """
+
+    pool: str
+    device: str
+    claim_uid: str
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.device}/{self.claim_uid}"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    owner: Owner
+    address: str  # host CIDR: 10.0.0.5/32, 2001:db8::5/128
+    static: bool  # reserved from user intent rather than allocated from a range
+    created_at: datetime
+
+
+class IpamStore(Protocol):
+    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]: ...
+
+    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]: ...
+
+    def release(self, owner: Owner) -> list[str]: ...
+
+    def collect(
+        self,
+        live_claims: Iterable[str] | None = None,
+        older_than: timedelta | None = None,
+    ) -> list[Allocation]: ...
+
+    def list(self) -> list[Allocation]: ...
+
+    def close(self) -> None: ...
