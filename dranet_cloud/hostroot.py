@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .models import DeviceIdentifiers, normalize_mac
+if TYPE_CHECKING:  # models pull in pydantic; detection must not pay for it
+    from .models import DeviceIdentifiers
 
 HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
 
@@ -104,6 +106,8 @@ class HostRoot:
 
     def net_devices(self) -> list[DeviceIdentifiers]:
         """The node's NICs from ``/sys/class/net`` (loopback excluded)."""
+        from .models import DeviceIdentifiers, normalize_mac
+
         out: list[DeviceIdentifiers] = []
         for name in self.listdir("/sys/class/net"):
             if name == "lo":

@@ -1,0 +1,86 @@
+"""The API server's limits on device attributes.
+
+A ResourceSlice with one bad attribute is rejected whole and the node then
+publishes nothing (DRANET's e2e test hit this with ``dra.net/webhook-attr``),
+so the host checks every attribute a plugin returns and drops the bad ones
+with a warning instead of letting one plugin blank the node.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from .models import AttributeMap, DeviceAttribute
+
+log = logging.getLogger(__name__)
+
+MAX_ATTRIBUTES = 32
+MAX_NAME = 32
+MAX_DOMAIN = 63
+MAX_STRING_BYTES = 64
+
+_C_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+def attribute_name_problem(qualified: str) -> str | None:
+    """Why ``qualified`` is not a valid QualifiedName, or ``None`` when valid."""
+    domain, _, name = qualified.rpartition("/")
+    if not _C_IDENTIFIER.match(name):
+        return (
+            f"name {name!r} is not a C identifier ([A-Za-z][A-Za-z0-9_]*; "
+            "hyphens and dots are rejected by the API server)"
+        )
+    if len(name) > MAX_NAME:
+        return f"name {name!r} is longer than {MAX_NAME} characters"
+    if "/" in qualified:
+        if len(domain) > MAX_DOMAIN:
+            return f"domain {domain!r} is longer than {MAX_DOMAIN} characters"
+        if not domain or not all(_DNS_LABEL.match(label) for label in domain.split(".")):
+            return f"domain {domain!r} is not a DNS subdomain"
+    return None
+
+
+def attribute_value_problem(attr: DeviceAttribute) -> str | None:
+    """Why the value breaks the API-server limits, or ``None`` when valid."""
+    strings: list[str] = []
+    if attr.string is not None:
+        strings.append(attr.string)
+    strings += attr.strings or []
+    versions = ([attr.version] if attr.version is not None else []) + (attr.versions or [])
+    for s in strings + versions:
+        size = len(s.encode())
+        if size > MAX_STRING_BYTES:
+            return f"value is {size} bytes, more than the {MAX_STRING_BYTES}-byte limit"
+    for v in versions:
+        if not _SEMVER.match(v):
+            return f"version {v!r} is not semantic versioning 2.0.0"
+    return None
+
+
+def validate_attributes(
+    attributes: AttributeMap, *, plugin: str, device: str, limit: int = MAX_ATTRIBUTES
+) -> AttributeMap:
+    """Keep the valid attributes, at most ``limit``; warn once per dropped one."""
+    kept: AttributeMap = {}
+    for qualified, attr in attributes.items():
+        problem = attribute_name_problem(qualified) or attribute_value_problem(attr)
+        if problem:
+            log.warning(
+                "plugin %s, device %s: dropping attribute %r: %s", plugin, device, qualified, problem
+            )
+            continue
+        if len(kept) >= limit:
+            log.warning(
+                "plugin %s, device %s: dropping attribute %r: a device carries at most %d "
+                "attributes", plugin, device, qualified, MAX_ATTRIBUTES,
+            )
+            continue
+        kept[qualified] = attr
+    return kept

@@ -1,0 +1,1 @@
+"""The ``dranet-cloud`` command line."""

@@ -1,0 +1,148 @@
+"""Flags every provider-using command shares, and building a host from them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..ipam.base import IpamStore
+    from ..host import ProviderHost
+    from ..hostroot import HostRoot
+    from ..models import DeviceIdentifiers, NetworkConfig
+
+
+def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> None:
+    g = p.add_argument_group("provider selection (DRANET's flags)")
+    g.add_argument("--cloud-provider-hint", default=os.environ.get("DRANET_CLOUD_PROVIDER_HINT", ""),
+                   metavar="NAME",
+                   help="cloud plugin to use (gce, aws, alibaba/aliyun, webhook, none); "
+                        "empty = auto-detect")
+    g.add_argument("--profile-provider", default=os.environ.get("DRANET_CLOUD_PROFILE_PROVIDER",
+                                                                "cloud"), metavar="NAME",
+                   help="'cloud' (the cloud plugin's profile role), a plugin name, or 'none'")
+    g.add_argument("--webhook-url", default=os.environ.get("DRANET_CLOUD_WEBHOOK_URL"),
+                   metavar="URL", help="http://, https:// or unix:///path of a BYODP webhook")
+    g.add_argument("--host-root", default=None, metavar="DIR",
+                   help="read /sys and /proc under DIR (env DRANET_CLOUD_HOST_ROOT, default /)")
+    g.add_argument("--probe-metadata", action="store_true",
+                   help="when DMI is unreadable, probe metadata servers anyway")
+    g.add_argument("--metadata-deadline", type=float, default=15.0, metavar="SECONDS",
+                   help="how long to wait for an explicit provider's metadata (default 15)")
+    g.add_argument("--probe-timeout", type=float, default=1.0, metavar="SECONDS",
+                   help="per-probe timeout during auto-detection (default 1)")
+    g.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="plugin setting, e.g. aws.allow_imdsv1=true (repeatable)")
+    if ipam:
+        add_ipam_flags(p)
+
+
+def add_ipam_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("node-local IPAM")
+    g.add_argument("--ipam-db", default=None, metavar="PATH",
+                   help="SQLite file (env DRANET_CLOUD_IPAM_DB, "
+                        "default /var/lib/dranet-cloud/ipam.db)")
+    g.add_argument("--ipam-memory", action="store_true",
+                   help="keep allocations in memory only (lost at exit)")
+
+
+def parse_settings(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
+    from ..context import ProviderOptions
+    from ..host import ProviderHost
+
+    options = ProviderOptions(
+        webhook_url=args.webhook_url,
+        metadata_deadline=args.metadata_deadline,
+        probe_timeout=args.probe_timeout,
+        settings=parse_settings(args.settings),
+    )
+    factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
+    host = ProviderHost(
+        cloud_provider_hint=args.cloud_provider_hint,
+        profile_provider=args.profile_provider,
+        webhook_url=args.webhook_url,
+        host_root=args.host_root,
+        probe_metadata=args.probe_metadata,
+        options=options,
+        ipam_factory=factory,
+    )
+    if start:
+        host.start()
+    return host
+
+
+def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
+    """A lazy opener for the node's IPAM store (nothing is opened until used)."""
+    from ..ipam import open_store
+
+    path = getattr(args, "ipam_db", None)
+    memory = bool(getattr(args, "ipam_memory", False))
+    return lambda: open_store(path, memory=memory)
+
+
+def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifiers:
+    """``eth1`` or ``name=eth1,mac=42:01:..,pci=0000:00:05.0``.
+
+    A bare name is completed with its MAC and PCI address from the host root.
+    """
+    from ..models import DeviceIdentifiers, normalize_mac
+
+    fields: dict[str, str] = {}
+    if "=" not in spec:
+        fields["name"] = spec
+    else:
+        for part in spec.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip().lower()
+            if not sep or key not in ("name", "mac", "pci"):
+                raise ConfigError(
+                    f"--device {spec!r}: expected name=IF[,mac=MAC][,pci=ADDR] or a bare name"
+                )
+            fields[key] = value.strip()
+    name = fields.get("name", "")
+    mac, pci = fields.get("mac"), fields.get("pci")
+    if mac:
+        try:
+            mac = normalize_mac(mac)
+        except ValueError as exc:
+            raise ConfigError(f"--device {spec!r}: {exc}") from None
+    if host_root is not None and name and (mac is None or pci is None):
+        for dev in host_root.net_devices():
+            if dev.name == name:
+                mac = mac or dev.mac_address
+                pci = pci or dev.pci_address
+    return DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci)
+
+
+def read_config(path: str | None) -> NetworkConfig | None:
+    from pydantic import ValidationError
+
+    from ..models import NetworkConfig
+
+    if not path:
+        return None
+    try:
+        raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from None
+    try:
+        return NetworkConfig.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise ConfigError(f"--config {path}: not a valid NetworkConfig: {exc}") from None

@@ -1,0 +1,55 @@
+"""``dranet-cloud emulate <plugin>``: run a plugin's metadata emulator."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("emulate", help="serve a plugin's metadata emulator on loopback")
+    p.add_argument("plugin", help="plugin name (gce, aws, aliyun, ...)")
+    p.add_argument("--listen", default="127.0.0.1:0", metavar="ADDR",
+                   help="127.0.0.1:PORT, [::1]:PORT or unix:///path (default 127.0.0.1:0)")
+    p.add_argument("--fixture", default=None, metavar="FILE",
+                   help="JSON metadata tree replacing the built-in sample instance")
+    p.add_argument("--faults", default=None, metavar="SPEC",
+                   help="fault injection, e.g. 'unavailable-for=3' or 'status=503,503,200'")
+    p.set_defaults(func=run)
+
+
+def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Any:
+    from ..plugins import PluginRegistry
+
+    reg = PluginRegistry()
+    name = reg.resolve(plugin, flag="emulate")
+    if name is None or not reg.implements(name, "emulator"):
+        raise ConfigError(f"plugin {plugin!r} ships no emulator "
+                          f"(plugins with one: {', '.join(n for n in reg.names() if reg.implements(n, 'emulator'))})")
+    path = Path(fixture) if fixture else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"--fixture {fixture}: no such file")
+    try:
+        emu = reg.call(name, "emulator", fixture=path, listen=listen, faults=faults)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"emulator for {name}: {exc}") from exc
+    if emu is None:
+        raise ConfigError(f"plugin {name} returned no emulator")
+    return emu
+
+
+def run(args: argparse.Namespace) -> int:
+    emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
+    emu.start()
+    sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
+    sys.stdout.flush()
+    try:
+        emu.serve_forever()
+    finally:
+        emu.stop()
+    return 0

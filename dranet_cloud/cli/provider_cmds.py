@@ -1,0 +1,131 @@
+"""``detect``, ``describe`` and ``profile get|release``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import add_provider_flags, build_host, parse_device, read_config
+from .output import add_output_flag, emit_json, emit_pairs, emit_table
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("detect", help="decide which cloud plugin this node uses")
+    add_provider_flags(p)
+    add_output_flag(p)
+    p.set_defaults(func=run_detect)
+
+    p = sub.add_parser("describe", help="attributes and config of the node's NICs")
+    add_provider_flags(p)
+    add_output_flag(p)
+    p.add_argument("--device", action="append", default=[], metavar="SPEC",
+                   help="name=eth1,mac=..,pci=.. or a bare name (repeatable); "
+                        "default: every NIC under <host-root>/sys/class/net")
+    p.set_defaults(func=run_describe)
+
+    prof = sub.add_parser("profile", help="run the per-claim precedence chain")
+    psub = prof.add_subparsers(dest="profile_command", metavar="ACTION")
+    psub.required = True
+    for action, helptext, func in (
+        ("get", "print the final NetworkConfig for a claim", run_profile_get),
+        ("release", "release what a claim's profile allocated", run_profile_release),
+    ):
+        p = psub.add_parser(action, help=helptext)
+        add_provider_flags(p, ipam=True)
+        add_output_flag(p)
+        p.add_argument("--device", required=True, metavar="SPEC",
+                       help="name=eth1,mac=..,pci=.. or a bare name")
+        p.add_argument("--claim-uid", required=True, metavar="UID")
+        p.add_argument("--config", default=None, metavar="FILE",
+                       help="the claim's NetworkConfig JSON (user intent), '-' for stdin")
+        p.set_defaults(func=func)
+
+
+def run_detect(args: argparse.Namespace) -> int:
+    host = build_host(args, start=False)
+    result = host.start()
+    data = {
+        "provider": result.provider,
+        "explicit": result.explicit,
+        "evidence": result.evidence,
+        "elapsed_ms": round(result.elapsed_ms, 3),
+    }
+    if args.output == "json":
+        emit_json(data)
+    else:
+        emit_pairs([(k, v) for k, v in data.items()])
+        if result.failures:
+            for name, why in result.failures.items():
+                sys.stdout.write(f"  not {name}: {why}\n")
+    host.close()
+    return 0
+
+
+def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
+    host = build_host(args)
+    root = host.context.host_root
+    devices = [parse_device(s, root) for s in args.device] if args.device else root.net_devices()
+    out: dict[str, Any] = {
+        "provider": host.cloud or "none",
+        "instance": host.describe_instance(),
+        "devices": [],
+    }
+    for dev in devices:
+        config = host.device_config(dev)
+        out["devices"].append({
+            "device": dev.to_wire(),
+            "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
+            "config": config.to_wire() if config is not None else None,
+        })
+    host.close()
+    return out
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    data = _describe_data(args)
+    if args.output == "json":
+        emit_json(data)
+        return 0
+    sys.stdout.write(f"provider: {data['provider']}\n\n")
+    rows = []
+    for d in data["devices"]:
+        dev, cfg = d["device"], d["config"] or {}
+        iface = cfg.get("interface", {})
+        attrs = ", ".join(f"{k.rpartition('/')[2]}={next(iter(v.values()))}"
+                          for k, v in d["attributes"].items())
+        rows.append((dev["name"], dev.get("mac_address", ""), iface.get("mtu", ""),
+                     len(cfg.get("routes", []) or []), len(cfg.get("neighbors", []) or []),
+                     attrs))
+    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "ATTRIBUTES"), rows)
+    return 0
+
+
+def run_profile_get(args: argparse.Namespace) -> int:
+    host = build_host(args)
+    try:
+        device = parse_device(args.device, host.context.host_root)
+        final = host.network_config(device, args.claim_uid, read_config(args.config))
+    finally:
+        host.close()
+    if args.output == "json":
+        emit_json(final.to_wire())
+    else:
+        sys.stdout.write(final.model_dump_json(by_alias=True, indent=2) + "\n")
+    return 0
+
+
+def run_profile_release(args: argparse.Namespace) -> int:
+    host = build_host(args)
+    try:
+        device = parse_device(args.device, host.context.host_root)
+        ok = host.release(device, args.claim_uid, read_config(args.config))
+    finally:
+        host.close()
+    data = {"device": device.to_wire(), "claim_uid": args.claim_uid, "released": ok}
+    if args.output == "json":
+        emit_json(data)
+    else:
+        emit_pairs([("device", device.label()), ("claim_uid", args.claim_uid),
+                    ("released", ok)])
+    return 0 if ok else 5

@@ -1,0 +1,147 @@
+"""Local-first environment detection.
+
+DRANET probes clouds one after another over the network with 5-second
+timeouts, so a bare-metal node waits ~20 s to learn it is on no cloud.  Here
+every plugin first looks at the node's own files (DMI, a configured URL);
+only plugins with evidence are confirmed over the network, concurrently and
+under one deadline.  With no evidence there is no network I/O at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .context import ProviderContext
+from .plugins import PluginRegistry
+
+log = logging.getLogger(__name__)
+
+NO_PROVIDER = "none"
+
+
+@dataclass
+class DetectionResult:
+    provider: str
+    explicit: bool
+    evidence: str
+    elapsed_ms: float
+    candidates: dict[str, str] = field(default_factory=dict)  # plugin -> local evidence
+    failures: dict[str, str] = field(default_factory=dict)  # plugin -> why not confirmed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _local_candidates(registry: PluginRegistry, context: ProviderContext) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in registry.with_role("cloud"):
+        if not registry.implements(name, "local_evidence"):
+            continue
+        try:
+            evidence = registry.call(name, "local_evidence", context=context)
+        except Exception as exc:
+            log.warning("plugin %s: local evidence check failed: %s", name, exc)
+            continue
+        if evidence:
+            found[name] = str(evidence)
+    return found
+
+
+def _confirm(registry: PluginRegistry, name: str, context: ProviderContext, timeout: float) -> str | None:
+    if not registry.implements(name, "confirm_environment"):
+        return "no confirmation hook; local evidence accepted"
+    result = registry.call(name, "confirm_environment", context=context, timeout=timeout)
+    return str(result) if result else None
+
+
+def _ordered(candidates: list[str], confirmed: dict[str, str], registry: PluginRegistry) -> str | None:
+    # A plugin whose evidence is the node's hardware outranks one whose
+    # evidence is configuration (a webhook URL): the latter has no "cloud"
+    # evidence of its own, so it is listed last by the plugins themselves.
+    for name in candidates:
+        if name in confirmed:
+            return name
+    return None
+
+
+def detect(
+    registry: PluginRegistry, context: ProviderContext, *, probe_metadata: bool = False
+) -> DetectionResult:
+    """Pick the environment's cloud plugin, or ``none``."""
+    start = time.perf_counter()
+    candidates = _local_candidates(registry, context)
+    if not candidates and probe_metadata and not context.host_root.dmi_readable():
+        # DMI is hidden (some containers): the operator opted in to probing.
+        candidates = {
+            n: "DMI unreadable; probing because --probe-metadata was given"
+            for n in registry.with_role("cloud")
+            if registry.implements(n, "confirm_environment") and n != "webhook"
+        }
+    if not candidates:
+        return DetectionResult(
+            NO_PROVIDER, False, "no local evidence of any installed plugin",
+            (time.perf_counter() - start) * 1000,
+        )
+
+    order = sorted(candidates, key=lambda n: (candidates[n].startswith("webhook"), n))
+    timeout = context.options.probe_timeout
+    confirmed: dict[str, str] = {}
+    failures: dict[str, str] = {}
+    if len(order) == 1:
+        name = order[0]
+        try:
+            answer = _confirm(registry, name, context, timeout)
+            if answer:
+                confirmed[name] = answer
+            else:
+                failures[name] = "metadata answered, but not as this environment"
+        except Exception as exc:
+            failures[name] = str(exc)
+    else:
+        pool = ThreadPoolExecutor(max_workers=len(order), thread_name_prefix="detect")
+        futures = {pool.submit(_confirm, registry, n, context, timeout): n for n in order}
+        deadline = start + context.options.detect_deadline
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=max(0.0, deadline - time.perf_counter()),
+                                 return_when=FIRST_COMPLETED)
+            if not done:
+                break
+            for fut in done:
+                name = futures[fut]
+                try:
+                    answer = fut.result()
+                    if answer:
+                        confirmed[name] = answer
+                    else:
+                        failures[name] = "metadata answered, but not as this environment"
+                except Exception as exc:
+                    failures[name] = str(exc)
+            # The best-ranked candidate answered: no need to wait for the rest.
+            best = _ordered(order, confirmed, registry)
+            if best is not None and all(
+                n in confirmed or n in failures for n in order[: order.index(best)]
+            ):
+                break
+        for fut in pending:
+            failures.setdefault(futures[fut], "no answer before the detection deadline")
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    for name, why in failures.items():
+        log.info("detection: %s had local evidence (%s) but was not confirmed: %s",
+                 name, candidates[name], why)
+    chosen = _ordered(order, confirmed, registry)
+    elapsed = (time.perf_counter() - start) * 1000
+    if chosen is None:
+        return DetectionResult(
+            NO_PROVIDER, False,
+            "local evidence found but no metadata service confirmed it",
+            elapsed, candidates, failures,
+        )
+    return DetectionResult(
+        chosen, False, f"{candidates[chosen]}; {confirmed[chosen]}", elapsed, candidates, failures
+    )

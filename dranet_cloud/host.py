@@ -1,0 +1,385 @@
+"""The provider host a node daemon embeds.
+
+It mirrors DRANET's three knobs (``--cloud-provider-hint``,
+``--profile-provider``, ``--webhook-url``), routes each call to exactly one
+plugin, and applies DRANET's precedence chain.  Two rules from DRANET's review
+history shape it:
+
+* an explicitly requested provider that cannot start is fatal at start-up
+  (``ProviderInitError``), so a misconfigured node never becomes ready and
+  fails later at claim time; an auto-detected one that fails is only logged,
+  so nodes that worked without a provider keep working;
+* teardown never raises: ``release`` reports failure, the provider owns
+  reclaiming what a failed release left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cachetools import LRUCache
+
+from .attributes import validate_attributes
+from .context import InstanceSnapshot, ProviderContext, ProviderOptions
+from .detection import NO_PROVIDER, DetectionResult, detect
+from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
+from .hostroot import HostRoot
+from .ipam.base import IpamStore
+from .models import (
+    AttributeMap,
+    Capabilities,
+    DeviceIdentifiers,
+    NetworkConfig,
+    merge_network_config,
+    validate_network_config,
+)
+from .plugins import PluginRegistry
+
+log = logging.getLogger(__name__)
+
+PROFILE_FROM_CLOUD = "cloud"
+
+
+class ProviderHost:
+    """Routes DRANET's provider calls to plugins.
+
+    Call :meth:`start` once; then the per-device and per-claim methods may be
+    called from several threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        cloud_provider_hint: str = "",
+        profile_provider: str = PROFILE_FROM_CLOUD,
+        webhook_url: str | None = None,
+        host_root: str | HostRoot | None = None,
+        probe_metadata: bool = False,
+        options: ProviderOptions | None = None,
+        env: Mapping[str, str] | None = None,
+        ipam: IpamStore | None = None,
+        ipam_factory: Callable[[], IpamStore] | None = None,
+        registry: PluginRegistry | None = None,
+        refresh_interval: float = 10.0,
+        cache_size: int = 1024,
+    ) -> None:
+        import os
+
+        self.registry = registry or PluginRegistry()
+        self.cloud_provider_hint = cloud_provider_hint or ""
+        self.profile_provider = (profile_provider or PROFILE_FROM_CLOUD).strip().lower()
+        self.probe_metadata = probe_metadata
+        opts = options or ProviderOptions()
+        if webhook_url:
+            opts.webhook_url = webhook_url
+        root = host_root if isinstance(host_root, HostRoot) else HostRoot.from_env(host_root)
+        self.context = ProviderContext(
+            host_root=root,
+            options=opts,
+            env=dict(env) if env is not None else dict(os.environ),
+            ipam_factory=ipam_factory,
+        )
+        if ipam is not None:
+            self.context._ipam = ipam
+        self.refresh_interval = refresh_interval
+        self.cloud: str | None = None
+        self.profile: str | None = None
+        self.detection: DetectionResult | None = None
+        self._instances: dict[str, InstanceSnapshot] = {}
+        self._lock = threading.RLock()
+        self._attr_cache: LRUCache[str, AttributeMap] = LRUCache(maxsize=cache_size)
+        self._config_cache: LRUCache[str, NetworkConfig | None] = LRUCache(maxsize=cache_size)
+        self._last_refresh: dict[str, float] = {}
+        self._started = False
+
+    # --- start-up ------------------------------------------------------------
+
+    def start(self) -> DetectionResult:
+        """Choose and initialize the cloud and profile plugins.
+
+        Raises ``ConfigError`` for unknown names and ``ProviderInitError`` for
+        an explicitly requested provider that cannot serve.
+        """
+        reg = self.registry
+        hint = self.cloud_provider_hint.strip()
+        explicit_cloud = hint != ""
+        cloud = reg.resolve(hint, flag="--cloud-provider-hint") if explicit_cloud else None
+        if cloud is not None and "cloud" not in reg.roles(cloud):
+            raise ConfigError(
+                f"--cloud-provider-hint {hint!r}: plugin {cloud} has no cloud role "
+                f"(roles: {', '.join(reg.roles(cloud)) or 'none'})"
+            )
+        explicit_profile: str | None = None
+        if self.profile_provider not in (PROFILE_FROM_CLOUD,):
+            explicit_profile = reg.resolve(self.profile_provider, flag="--profile-provider")
+            if explicit_profile is not None and "profile" not in reg.roles(explicit_profile):
+                raise ConfigError(
+                    f"--profile-provider {self.profile_provider!r}: plugin {explicit_profile} "
+                    "has no profile role; profile-capable plugins: "
+                    f"{', '.join(reg.with_role('profile')) or 'none'}"
+                )
+
+        if explicit_cloud:
+            self.detection = DetectionResult(
+                cloud or NO_PROVIDER, True, f"requested by --cloud-provider-hint {hint}", 0.0
+            )
+        else:
+            self.detection = detect(reg, self.context, probe_metadata=self.probe_metadata)
+            cloud = None if self.detection.provider == NO_PROVIDER else self.detection.provider
+
+        if cloud is not None:
+            roles = {"cloud"}
+            if explicit_profile == cloud:
+                roles.add("profile")
+            ok = self._init_plugin(cloud, explicit=explicit_cloud, roles=roles)
+            if ok:
+                self.cloud = cloud
+            else:
+                self.detection.provider = NO_PROVIDER
+                self.detection.evidence += "; start-up failed, running without a cloud provider"
+
+        if explicit_profile is not None:
+            if explicit_profile not in self._instances:
+                self._init_plugin(explicit_profile, explicit=True, roles={"profile"})
+            self.profile = explicit_profile
+        elif self.profile_provider == PROFILE_FROM_CLOUD and self.cloud is not None:
+            if "profile" in reg.roles(self.cloud) and self._serves(self.cloud, "profile"):
+                self.profile = self.cloud
+        self._started = True
+        log.info("provider host started: cloud=%s profile=%s (%s)", self.cloud, self.profile,
+                 self.detection.evidence)
+        return self.detection
+
+    def _serves(self, name: str, role: str) -> bool:
+        inst = self._instances.get(name)
+        served = inst.serving_roles() if inst is not None else None
+        return served is None or role in served
+
+    def _init_plugin(self, name: str, *, explicit: bool, roles: set[str]) -> bool:
+        ctx = self.context
+        if explicit:
+            ctx.explicit_roles = ctx.explicit_roles | frozenset(roles)
+        deadline = ctx.options.metadata_deadline
+        if not self.registry.implements(name, "instance_properties"):
+            # A profile-only plugin keeps its state elsewhere (IPAM).
+            self._instances[name] = InstanceSnapshot(provider=name)
+            return True
+        try:
+            instance = self.registry.call(
+                name, "instance_properties", context=ctx, deadline=deadline
+            )
+            if instance is None:
+                raise ProviderUnavailable(f"plugin {name} returned no instance properties")
+        except (ProviderUnavailable, ConfigError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            if explicit:
+                raise ProviderInitError(
+                    f"{name} was requested explicitly but could not start: {exc}. "
+                    f"Fix the endpoint, or run without the explicit {name} setting."
+                ) from exc
+            log.warning("auto-detected provider %s could not start, continuing without it: %s",
+                        name, exc)
+            return False
+        self._instances[name] = instance
+        self._last_refresh[name] = 0.0
+        served = instance.serving_roles()
+        if explicit and served is not None:
+            missing = roles - set(served)
+            if missing:
+                raise ProviderInitError(
+                    f"{name} was requested explicitly for the {'/'.join(sorted(missing))} role "
+                    f"but it declares only: {', '.join(sorted(served)) or 'no role'}"
+                    f"{' (' + instance.endpoint + ')' if instance.endpoint else ''}"
+                )
+        return True
+
+    # --- status --------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("ProviderHost.start() must be called first")
+
+    def capabilities(self) -> Capabilities:
+        self._require_started()
+        return Capabilities(cloudProvider=self.cloud is not None,
+                            profileProvider=self.profile is not None)
+
+    def instance(self, name: str | None = None) -> InstanceSnapshot | None:
+        key = name or self.cloud
+        return self._instances.get(key) if key else None
+
+    def describe_instance(self) -> dict[str, Any] | None:
+        inst = self.instance()
+        return inst.summary() if inst is not None else None
+
+    # --- devices -------------------------------------------------------------
+
+    def _refresh_if_unknown(self, device: DeviceIdentifiers) -> InstanceSnapshot | None:
+        """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach)."""
+        name = self.cloud
+        if name is None:
+            return None
+        inst = self._instances[name]
+        mac = device.mac
+        known = inst.known_macs()
+        if mac is None or known is None or mac in known:
+            return inst
+        now = time.monotonic()
+        last = self._last_refresh.get(name, 0.0)
+        if last and now - last < self.refresh_interval:
+            return inst
+        self._last_refresh[name] = now
+        log.info("device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name)
+        try:
+            fresh = self.registry.call(
+                name, "instance_properties", context=self.context,
+                deadline=min(self.context.options.metadata_deadline, 5.0),
+            )
+        except ProviderUnavailable as exc:
+            log.warning("refresh of %s metadata failed: %s", name, exc)
+            return inst
+        if fresh is not None:
+            self._instances[name] = fresh
+            self._attr_cache.clear()
+            self._config_cache.clear()
+            return fresh
+        return inst
+
+    def _is_known(self, inst: InstanceSnapshot | None, device: DeviceIdentifiers) -> bool:
+        if inst is None:
+            return True
+        known = inst.known_macs()
+        return known is None or device.mac is None or device.mac in known
+
+    def device_attributes(self, device: DeviceIdentifiers) -> AttributeMap:
+        """Validated attributes from the cloud plugin plus every enricher."""
+        self._require_started()
+        key = device.key()
+        with self._lock:
+            if key in self._attr_cache:
+                return dict(self._attr_cache[key])
+            inst = self._refresh_if_unknown(device)
+        merged: AttributeMap = {}
+        sources: list[str] = []
+        if self.cloud is not None and self._serves(self.cloud, "cloud"):
+            sources.append(self.cloud)
+        sources += [n for n in self.registry.with_role("enricher") if n != self.cloud]
+        for name in sources:
+            try:
+                attrs = self.registry.call(
+                    name, "device_attributes", context=self.context,
+                    instance=inst if name == self.cloud else None, device=device,
+                )
+            except Exception as exc:
+                log.warning("plugin %s, device %s: attributes failed: %s", name, device.label(), exc)
+                continue
+            if not attrs:
+                continue
+            valid = validate_attributes(attrs, plugin=name, device=device.label(),
+                                        limit=32 - len(merged))
+            for k, v in valid.items():
+                merged.setdefault(k, v)
+        with self._lock:
+            if self._is_known(inst, device):
+                self._attr_cache[key] = merged
+        return dict(merged)
+
+    def device_config(self, device: DeviceIdentifiers) -> NetworkConfig | None:
+        """The cloud plugin's static config for ``device`` (cached)."""
+        self._require_started()
+        if self.cloud is None or not self._serves(self.cloud, "cloud"):
+            return None
+        key = device.key()
+        with self._lock:
+            if key in self._config_cache:
+                cached = self._config_cache[key]
+                return cached.model_copy(deep=True) if cached is not None else None
+            inst = self._refresh_if_unknown(device)
+        try:
+            config = self.registry.call(
+                self.cloud, "device_config", context=self.context, instance=inst, device=device
+            )
+        except ProviderUnavailable as exc:
+            log.warning("plugin %s, device %s: device config failed: %s", self.cloud,
+                        device.label(), exc)
+            return None
+        with self._lock:
+            if self._is_known(inst, device):
+                self._config_cache[key] = config
+        return config.model_copy(deep=True) if config is not None else None
+
+    # --- claims --------------------------------------------------------------
+
+    def profile_config(
+        self, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig
+    ) -> NetworkConfig | None:
+        """Ask the profile provider for this claim; ``config`` is the merged config."""
+        self._require_started()
+        if not claim_uid:
+            raise ProfileDenied("a claim UID is required for a profile", status=400)
+        if self.profile is None:
+            raise ProfileDenied(
+                f"profile {config.profile!r} was requested for device {device.label()} but no "
+                "profile provider is configured (set --profile-provider, or use a cloud plugin "
+                "with a profile role)",
+                status=404,
+            )
+        inst = self._instances.get(self.profile)
+        result = self.registry.call(
+            self.profile, "profile_config", context=self.context, instance=inst,
+            device=device, claim_uid=claim_uid, config=config,
+        )
+        if result is not None and not isinstance(result, NetworkConfig):
+            raise TypeError(f"plugin {self.profile} returned {type(result).__name__}, "
+                            "not a NetworkConfig")
+        return result  # type: ignore[no-any-return]
+
+    def network_config(
+        self,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        user_config: NetworkConfig | None = None,
+    ) -> NetworkConfig:
+        """DRANET's precedence chain for one claim on one device.
+
+        ``merged = merge(user, cloud)``; if ``merged.profile`` is set,
+        ``merged = merge(merged, profile(merged))``.  The result is validated.
+        """
+        merged = merge_network_config(user_config, self.device_config(device))
+        if merged.profile:
+            result = self.profile_config(device, claim_uid, merged)
+            merged = merge_network_config(merged, result)
+        try:
+            return validate_network_config(merged)
+        except ValueError as exc:
+            raise ProfileDenied(
+                f"the final config for device {device.label()} is invalid: {exc}", status=400
+            ) from exc
+
+    def release(
+        self, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig | None = None
+    ) -> bool:
+        """Best-effort release; never raises (teardown must not block)."""
+        if self.profile is None or not self._started:
+            return True
+        try:
+            self.registry.call(
+                self.profile, "release_profile_config", context=self.context,
+                instance=self._instances.get(self.profile), device=device,
+                claim_uid=claim_uid, config=config,
+            )
+            return True
+        except Exception as exc:
+            log.error("plugin %s, device %s, claim %s: release failed (the provider must "
+                      "reclaim it): %s", self.profile, device.label(), claim_uid, exc)
+            return False
+
+    def close(self) -> None:
+        store = self.context._ipam
+        if store is not None:
+            store.close()

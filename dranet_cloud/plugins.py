@@ -1,0 +1,136 @@
+"""Finding plugins: the ``dranet_cloud`` entry-point group, and their roles.
+
+Roles are read off the hooks a plugin implements rather than declared
+separately, so a plugin can never claim a role it has no code for.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "dranet_cloud"
+
+# DRANET's --cloud-provider-hint spellings, mapped to plugin names.
+HINT_ALIASES = {"gce": "gce", "aws": "aws", "alibaba": "aliyun", "aliyun": "aliyun"}
+NONE_NAMES = {"none", ""}
+
+ROLE_HOOKS = {
+    "cloud": ("instance_properties",),
+    "profile": ("profile_config", "release_profile_config"),
+}
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    distribution: str
+    version: str
+    roles: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "roles": list(self.roles),
+        }
+
+
+class PluginRegistry:
+    """A pluggy manager plus per-plugin routing.
+
+    The host calls exactly one plugin per decision, so it uses
+    :meth:`caller` (a pluggy subset hook caller) instead of broadcasting.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager | None = None, *, load_entry_points: bool = True):
+        self.pm = pm or pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self._dist: dict[str, tuple[str, str]] = {}
+        self._callers: dict[tuple[str, str], Any] = {}
+        if load_entry_points:
+            self.load_entry_points()
+
+    def load_entry_points(self) -> None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if self.pm.has_plugin(ep.name):
+                continue
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken vendor package must not break the node
+                log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
+                continue
+            self.pm.register(module, name=ep.name)
+            dist = ep.dist
+            self._dist[ep.name] = (dist.name, dist.version) if dist else ("?", "?")
+
+    def register(self, module: ModuleType | object, name: str, distribution: str = "local",
+                 version: str = "0") -> None:
+        """Register a plugin object directly (tests, built-ins)."""
+        self.pm.register(module, name=name)
+        self._dist[name] = (distribution, version)
+        self._callers.clear()
+
+    def names(self) -> list[str]:
+        return sorted(n for n, _ in self.pm.list_name_plugin())
+
+    def implements(self, name: str, hook: str) -> bool:
+        plugin = self.pm.get_plugin(name)
+        if plugin is None:
+            return False
+        caller = getattr(self.pm.hook, hook)
+        return any(impl.plugin is plugin for impl in caller.get_hookimpls())
+
+    def roles(self, name: str) -> tuple[str, ...]:
+        roles = [r for r, hooks in ROLE_HOOKS.items() if all(self.implements(name, h) for h in hooks)]
+        if "cloud" not in roles and self.implements(name, "device_attributes"):
+            roles.append("enricher")
+        return tuple(roles)
+
+    def info(self) -> list[PluginInfo]:
+        out = []
+        for name in self.names():
+            dist, version = self._dist.get(name, ("?", "?"))
+            out.append(PluginInfo(name, dist, version, self.roles(name)))
+        return out
+
+    def with_role(self, role: str) -> list[str]:
+        return [n for n in self.names() if role in self.roles(n)]
+
+    def resolve(self, requested: str, *, flag: str) -> str | None:
+        """Map a DRANET-style name to an installed plugin; ``None`` for none."""
+        key = requested.strip().lower()
+        if key in NONE_NAMES:
+            return None
+        name = HINT_ALIASES.get(key, key)
+        if self.pm.get_plugin(name) is None:
+            installed = ", ".join(self.names()) or "no plugins"
+            fix = f"pip install dranet-cloud-{name}" if name.isidentifier() else "check the name"
+            raise ConfigError(
+                f"{flag} {requested!r} names no installed plugin (installed: {installed}); "
+                f"{fix}, or use one of the installed names or 'none'"
+            )
+        return name
+
+    def caller(self, name: str, hook: str) -> Any:
+        """A hook caller that reaches only plugin ``name``."""
+        key = (name, hook)
+        if key not in self._callers:
+            others = [p for n, p in self.pm.list_name_plugin() if n != name]
+            self._callers[key] = self.pm.subset_hook_caller(hook, remove_plugins=others)
+        return self._callers[key]
+
+    def call(self, name: str, hook: str, **kwargs: Any) -> Any:
+        return self.caller(name, hook)(**kwargs)

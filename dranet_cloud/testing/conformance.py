@@ -1,0 +1,227 @@
+"""A conformance suite any plugin runs against its own emulator.
+
+Subclass :class:`PluginConformance` in a test module of the plugin::
+
+    from dranet_cloud.testing.conformance import PluginConformance
+
+    class TestGceConformance(PluginConformance):
+        plugin_name = "gce"
+
+By default the environment comes from the plugin's own ``emulator`` and
+``sample_host`` hooks; a plugin without them (a webhook) overrides
+:meth:`PluginConformance.environment`.  The checks are the promises the host
+relies on: roles backed by hooks, no network I/O without local evidence,
+attributes within the Kubernetes limits, configs that validate, profile calls
+idempotent per claim and releases idempotent.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..attributes import MAX_ATTRIBUTES, attribute_name_problem, attribute_value_problem
+from ..context import ProviderContext, ProviderOptions
+from ..host import ProviderHost
+from ..hostroot import HostRoot
+from ..ipam import MemoryStore
+from ..models import NetworkConfig, validate_network_config
+from ..plugins import ROLE_HOOKS, PluginRegistry
+
+
+@dataclass
+class ConformanceEnvironment:
+    """What a plugin needs to run: variables pointing at its emulator, a host root."""
+
+    env: dict[str, str]
+    host_root: Path
+    claim_device: str | None = None
+    options: ProviderOptions = field(default_factory=ProviderOptions)
+
+
+@contextmanager
+def record_connections() -> Iterator[list[Any]]:
+    """Record every socket connect attempted inside the block (and refuse it)."""
+    attempts: list[Any] = []
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def spy(self: socket.socket, address: Any) -> Any:
+        attempts.append(address)
+        raise OSError("conformance: network I/O during local detection")
+
+    socket.socket.connect = spy  # type: ignore[method-assign]
+    socket.socket.connect_ex = spy  # type: ignore[method-assign]
+    try:
+        yield attempts
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
+
+
+class PluginConformance:
+    plugin_name: str = ""
+    sample_variant: str | None = None
+    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "ipvlan"}}
+
+    # --- environment ---------------------------------------------------------
+
+    @pytest.fixture()
+    def registry(self) -> PluginRegistry:
+        reg = PluginRegistry()
+        assert self.plugin_name in reg.names(), (
+            f"plugin {self.plugin_name!r} is not installed in the dranet_cloud entry-point group"
+        )
+        return reg
+
+    def environment(
+        self, registry: PluginRegistry, tmp_path: Path
+    ) -> Iterator[ConformanceEnvironment]:
+        """Start the plugin's emulator and write its sample host; override if needed."""
+        sample = registry.call(
+            self.plugin_name, "sample_host", dest=tmp_path / "host", variant=self.sample_variant
+        )
+        assert sample is not None, "the plugin's sample_host hook returned nothing"
+        emu = registry.call(
+            self.plugin_name, "emulator", fixture=None, listen="127.0.0.1:0", faults=None
+        )
+        assert emu is not None, "the plugin's emulator hook returned nothing"
+        emu.start()
+        try:
+            yield ConformanceEnvironment(dict(emu.env), sample.root, sample.claim_device)
+        finally:
+            emu.stop()
+
+    @pytest.fixture()
+    def conformance_env(
+        self, registry: PluginRegistry, tmp_path: Path
+    ) -> Iterator[ConformanceEnvironment]:
+        yield from self.environment(registry, tmp_path)
+
+    @pytest.fixture()
+    def started_host(
+        self, registry: PluginRegistry, conformance_env: ConformanceEnvironment
+    ) -> Iterator[ProviderHost]:
+        host = ProviderHost(
+            cloud_provider_hint=self.plugin_name
+            if "cloud" in registry.roles(self.plugin_name)
+            else "none",
+            profile_provider=self.plugin_name
+            if "profile" in registry.roles(self.plugin_name)
+            else "none",
+            host_root=str(conformance_env.host_root),
+            env=conformance_env.env,
+            options=conformance_env.options,
+            registry=registry,
+            ipam=MemoryStore(),
+        )
+        host.start()
+        yield host
+        host.close()
+
+    # --- checks --------------------------------------------------------------
+
+    def test_roles_are_backed_by_hooks(self, registry: PluginRegistry) -> None:
+        roles = registry.roles(self.plugin_name)
+        assert roles, "the plugin implements no role's hooks"
+        for role in roles:
+            for hook in ROLE_HOOKS.get(role, ("device_attributes",)):
+                assert registry.implements(self.plugin_name, hook), f"role {role} needs {hook}"
+        if "cloud" in roles:
+            for hook in ("device_attributes", "device_config", "local_evidence"):
+                assert registry.implements(self.plugin_name, hook), f"cloud role needs {hook}"
+
+    def test_no_network_without_local_evidence(
+        self, registry: PluginRegistry, tmp_path: Path
+    ) -> None:
+        empty = tmp_path / "bare-metal"
+        (empty / "sys/class/dmi/id").mkdir(parents=True)
+        (empty / "sys/class/dmi/id/sys_vendor").write_text("Supermicro\n")
+        context = ProviderContext(host_root=HostRoot(empty), env={})
+        with record_connections() as attempts:
+            evidence = registry.call(self.plugin_name, "local_evidence", context=context)
+        assert evidence is None, f"a bare-metal node was taken as evidence: {evidence!r}"
+        assert attempts == [], f"local evidence touched the network: {attempts}"
+
+    def test_sample_host_is_evidence(
+        self, registry: PluginRegistry, conformance_env: ConformanceEnvironment
+    ) -> None:
+        context = ProviderContext(
+            host_root=HostRoot(conformance_env.host_root),
+            env=conformance_env.env,
+            options=conformance_env.options,
+        )
+        with record_connections() as attempts:
+            evidence = registry.call(self.plugin_name, "local_evidence", context=context)
+        assert evidence, "the plugin's own sample host is not recognised"
+        assert attempts == []
+
+    def test_attributes_within_kubernetes_limits(
+        self, registry: PluginRegistry, started_host: ProviderHost
+    ) -> None:
+        devices = started_host.context.host_root.net_devices()
+        assert devices, "the sample host has no NICs"
+        inst = started_host.instance(self.plugin_name)
+        seen_any = False
+        for dev in devices:
+            raw = (
+                registry.call(
+                    self.plugin_name,
+                    "device_attributes",
+                    context=started_host.context,
+                    instance=inst,
+                    device=dev,
+                )
+                or {}
+            )
+            assert len(raw) <= MAX_ATTRIBUTES
+            for name, attr in raw.items():
+                assert attribute_name_problem(name) is None, (dev.name, name)
+                assert attribute_value_problem(attr) is None, (dev.name, name, attr)
+            seen_any |= bool(raw)
+        assert seen_any, "no NIC of the sample host got any attribute"
+
+    def test_device_configs_validate(
+        self, registry: PluginRegistry, started_host: ProviderHost
+    ) -> None:
+        configs = [
+            started_host.device_config(d) for d in started_host.context.host_root.net_devices()
+        ]
+        present = [c for c in configs if c is not None]
+        assert present, "no NIC of the sample host got a device config"
+        for cfg in present:
+            assert isinstance(cfg, NetworkConfig)
+            validate_network_config(cfg)
+
+    def test_profile_idempotent_and_release_idempotent(
+        self,
+        registry: PluginRegistry,
+        started_host: ProviderHost,
+        conformance_env: ConformanceEnvironment,
+    ) -> None:
+        if "profile" not in registry.roles(self.plugin_name):
+            pytest.skip("the plugin has no profile role")
+        assert conformance_env.claim_device, "a profile plugin's sample names a claim device"
+        dev = next(
+            d
+            for d in started_host.context.host_root.net_devices()
+            if d.name == conformance_env.claim_device
+        )
+        user = NetworkConfig.model_validate(self.profile_request)
+        first = started_host.network_config(dev, "conformance-claim-1", user)
+        again = started_host.network_config(dev, "conformance-claim-1", user)
+        assert first.to_wire() == again.to_wire(), "a retried claim got a different answer"
+        other = started_host.network_config(dev, "conformance-claim-2", user)
+        mine = set(first.interface.addresses or [])
+        assert not mine & set(other.interface.addresses or []), "two claims share an address"
+        assert started_host.release(dev, "conformance-claim-1", first)
+        assert started_host.release(dev, "conformance-claim-1", first), "second release failed"
+        assert started_host.release(dev, "conformance-claim-2", other)
+        store = started_host.context.ipam
+        left = [a for a in store.list() if a.owner.claim_uid.startswith("conformance-claim")]
+        assert left == [], f"release left allocations behind: {left}"
