@@ -16,6 +16,19 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 GCE_SUBINTERFACE_MARKER = 0xC0DE
 
 
+def address_of(version: int, value: int) -> IPAddress:
+    """The address of family ``version`` whose integer value is ``value``.
+
+    ``ipaddress.ip_address(int)`` guesses IPv4 for any value below 2^32, which
+    turns ``::1`` into ``0.0.0.1``; integer arithmetic on IPv6 must keep its family.
+    """
+    if version == 4:
+        return ipaddress.IPv4Address(value)
+    if version == 6:
+        return ipaddress.IPv6Address(value)
+    raise ValueError(f"IP version must be 4 or 6, not {version}")
+
+
 @dataclass(frozen=True, order=True)
 class IPRange:
     """Inclusive ``[start, end]`` of one family."""
@@ -61,7 +74,7 @@ class IPRange:
         """The address ``offset`` places after ``start`` (0-based)."""
         if not 0 <= offset < self.size:
             raise IndexError(f"offset {offset} outside a range of {self.size}")
-        return ipaddress.ip_address(int(self.start) + offset)
+        return address_of(self.version, int(self.start) + offset)
 
     def __str__(self) -> str:
         return f"{self.start}-{self.end}"
@@ -91,11 +104,14 @@ def ip_range_from_cidr(
             f"{net} has no usable address once {start_reserved} at the start and "
             f"{end_reserved} at the end are reserved"
         )
-    return IPRange(ipaddress.ip_address(first), ipaddress.ip_address(last))
+    return IPRange(address_of(net.version, first), address_of(net.version, last))
 
 
-def marker_subnet(prefix: str | ipaddress.IPv6Network, marker: int = GCE_SUBINTERFACE_MARKER,
-                  marker_bits: int = 16) -> ipaddress.IPv6Network:
+def marker_subnet(
+    prefix: str | ipaddress.IPv6Network,
+    marker: int = GCE_SUBINTERFACE_MARKER,
+    marker_bits: int = 16,
+) -> ipaddress.IPv6Network:
     """Write ``marker`` right after ``prefix``, byte aligned: a /64 becomes a /80.
 
     A prefix whose length is not a multiple of 8 is first widened to the next
@@ -114,7 +130,8 @@ def marker_subnet(prefix: str | ipaddress.IPv6Network, marker: int = GCE_SUBINTE
     return ipaddress.IPv6Network((value, new_len))
 
 
-def marker_range(prefix: str | ipaddress.IPv6Network,
-                 marker: int = GCE_SUBINTERFACE_MARKER) -> IPRange:
+def marker_range(
+    prefix: str | ipaddress.IPv6Network, marker: int = GCE_SUBINTERFACE_MARKER
+) -> IPRange:
     """The allocatable range of :func:`marker_subnet`."""
     return ip_range_from_cidr(marker_subnet(prefix, marker))

@@ -9,21 +9,28 @@ The API (implemented by :class:`MemoryStore` and :class:`SqliteStore`):
 * ``release(owner) -> list[str]``: free everything the owner holds.
 * ``collect(live_claims=None, older_than=None) -> list[Allocation]``.
 * ``list() -> list[Allocation]``.
+
+Both stores also offer ``held(owner) -> list[Allocation]``.  Bad requests (two
+ranges of one family, an unparsable address, ``collect()`` with no criterion)
+raise :class:`InvalidIpamRequest`, a ``ConfigError`` and ``ValueError``.
 """
 
 from __future__ import annotations
 
 from .base import Allocation, IpamStore, Owner
 from .memory import MemoryStore
-from .sqlite import DEFAULT_IPAM_DB, IPAM_DB_ENV, SqliteStore, open_store
+from .requests import InvalidIpamRequest
+from .sqlite import DEFAULT_IPAM_DB, IPAM_DB_ENV, SqliteStore, open_store, resolve_db_path
 
 __all__ = [
     "DEFAULT_IPAM_DB",
     "IPAM_DB_ENV",
     "Allocation",
+    "InvalidIpamRequest",
     "IpamStore",
     "MemoryStore",
     "Owner",
     "SqliteStore",
     "open_store",
+    "resolve_db_path",
 ]

@@ -40,6 +40,8 @@ class IpamStore(Protocol):
 
     def release(self, owner: Owner) -> list[str]: ...
 
+    def held(self, owner: Owner) -> list[Allocation]: ...
+
     def collect(
         self,
         live_claims: Iterable[str] | None = None,

@@ -1,0 +1,205 @@
+"""An IPAM store that lives in process memory: for tests and ephemeral hosts.
+
+It follows exactly the rules of the SQLite store (same checks, same use of the
+random generator, same ordering) but forgets everything when the process ends,
+so a daemon must only use it when the operator asked for it explicitly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ipaddress
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+
+from ..errors import AddressConflict, RangeExhausted
+from ..iprange import IPRange, address_of
+from .base import Allocation, Owner
+from .freesearch import first_free
+from .requests import (
+    InvalidIpamRequest,
+    RandomSource,
+    host_cidr,
+    ordered_ranges,
+    parse_static,
+    start_offset,
+)
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_Key = tuple[int, int]  # (family, integer address)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _key_of(alloc: Allocation) -> _Key:
+    addr = ipaddress.ip_interface(alloc.address).ip
+    return addr.version, int(addr)
+
+
+def _holder_order(alloc: Allocation) -> tuple[bool, int, int]:
+    """Dynamic allocations before static ones, then by family and address."""
+    family, value = _key_of(alloc)
+    return alloc.static, family, value
+
+
+class MemoryStore:
+    """In-memory :class:`~dranet_cloud.ipam.base.IpamStore`; thread-safe, not shared by processes.
+
+    ``rng`` and ``clock`` exist so tests can pin the random start and the time.
+    """
+
+    def __init__(self, *, rng: RandomSource | None = None, clock: Clock | None = None) -> None:
+        self._random: RandomSource = rng if rng is not None else random.SystemRandom()
+        self._clock: Clock = clock if clock is not None else utc_now
+        self._lock = threading.Lock()
+        self._by_key: dict[_Key, Allocation] = {}
+        self._sorted: dict[int, list[int]] = {4: [], 6: []}
+        self._by_owner: dict[Owner, dict[_Key, None]] = {}
+
+    # -- helpers (call with the lock held) ---------------------------------
+
+    def _scan(self, family: int) -> Callable[[int, int], Iterator[int]]:
+        values = self._sorted[family]
+
+        def scan(lo: int, hi: int) -> Iterator[int]:
+            i = bisect.bisect_left(values, lo)
+            while i < len(values) and values[i] <= hi:
+                yield values[i]
+                i += 1
+
+        return scan
+
+    def _held(self, owner: Owner) -> list[Allocation]:
+        keys = self._by_owner.get(owner, {})
+        return sorted((self._by_key[k] for k in keys), key=_holder_order)
+
+    def _add(self, alloc: Allocation) -> None:
+        key = _key_of(alloc)
+        self._by_key[key] = alloc
+        bisect.insort(self._sorted[key[0]], key[1])
+        self._by_owner.setdefault(alloc.owner, {})[key] = None
+
+    def _remove(self, alloc: Allocation) -> None:
+        key = _key_of(alloc)
+        del self._by_key[key]
+        values = self._sorted[key[0]]
+        del values[bisect.bisect_left(values, key[1])]
+        keys = self._by_owner[alloc.owner]
+        del keys[key]
+        if not keys:
+            del self._by_owner[alloc.owner]
+
+    def _count_in(self, rng: IPRange) -> int:
+        values = self._sorted[rng.version]
+        return bisect.bisect_right(values, int(rng.end)) - bisect.bisect_left(
+            values, int(rng.start)
+        )
+
+    # -- the store API -----------------------------------------------------
+
+    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]:
+        wanted = ordered_ranges(owner, ranges)
+        with self._lock:
+            held = self._held(owner)
+            result: list[str] = []
+            new: list[Allocation] = []
+            now = self._clock()
+            for rng in wanted:
+                existing = next((a for a in held if _key_of(a)[0] == rng.version), None)
+                if existing is not None:
+                    if existing.address not in rng:
+                        log.warning(
+                            "ipam: %s keeps %s although it is outside the range %s it asked for",
+                            owner,
+                            existing.address,
+                            rng,
+                        )
+                    result.append(existing.address)
+                    continue
+                begin = start_offset(rng, self._random)
+                free = first_free(int(rng.start), int(rng.end), begin, self._scan(rng.version))
+                if free is None:
+                    raise RangeExhausted(
+                        f"ipam: no free address left in IPv{rng.version} range {rng} for "
+                        f"{owner} ({self._count_in(rng)} of {rng.size} held); free addresses "
+                        "with `dranet-cloud ipam gc` or configure a larger range"
+                    )
+                alloc = Allocation(owner, host_cidr(address_of(rng.version, free)), False, now)
+                new.append(alloc)
+                result.append(alloc.address)
+            for alloc in new:
+                self._add(alloc)
+            return result
+
+    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]:
+        wanted = parse_static(owner, addresses)
+        with self._lock:
+            new: list[Allocation] = []
+            now = self._clock()
+            for addr in wanted:
+                holder = self._by_key.get((addr.version, int(addr)))
+                if holder is None:
+                    new.append(Allocation(owner, host_cidr(addr), True, now))
+                elif holder.owner != owner:
+                    raise AddressConflict(
+                        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
+                        f"(since {holder.created_at.isoformat()}); pick another address or "
+                        "release the holder's claim"
+                    )
+            for alloc in new:
+                self._add(alloc)
+            return [host_cidr(a) for a in wanted]
+
+    def release(self, owner: Owner) -> list[str]:
+        with self._lock:
+            held = sorted(self._held(owner), key=_key_of)
+            for alloc in held:
+                self._remove(alloc)
+            return [a.address for a in held]
+
+    def collect(
+        self,
+        live_claims: Iterable[str] | None = None,
+        older_than: timedelta | None = None,
+    ) -> list[Allocation]:
+        if live_claims is None and older_than is None:
+            raise InvalidIpamRequest(
+                "ipam: collect needs live claims, a minimum age or both; "
+                "refusing to free every allocation"
+            )
+        live = None if live_claims is None else set(live_claims)
+        with self._lock:
+            cutoff = None if older_than is None else self._clock() - older_than
+            victims = [
+                a
+                for a in self._by_key.values()
+                if (live is None or a.owner.claim_uid not in live)
+                and (cutoff is None or a.created_at <= cutoff)
+            ]
+            for alloc in victims:
+                self._remove(alloc)
+        return sorted(victims, key=_list_order)
+
+    def held(self, owner: Owner) -> list[Allocation]:
+        """What ``owner`` holds: dynamic allocations first, then by family and address."""
+        with self._lock:
+            return self._held(owner)
+
+    def list(self) -> list[Allocation]:
+        with self._lock:
+            return sorted(self._by_key.values(), key=_list_order)
+
+    def close(self) -> None:
+        """Nothing to release; present for the protocol."""
+
+
+def _list_order(alloc: Allocation) -> tuple[Owner, int, int]:
+    family, value = _key_of(alloc)
+    return alloc.owner, family, value

@@ -1,0 +1,91 @@
+"""Checking and normalising what callers hand to a store, shared by every backend.
+
+Both stores must reject the same inputs with the same errors and consume the
+random generator in the same order, so that a seeded memory store and a seeded
+SQLite store given the same calls end in the same state (the property tests
+rely on that).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..errors import ConfigError
+from ..iprange import IPAddress, IPRange
+
+
+class InvalidIpamRequest(ConfigError, ValueError):
+    """A caller asked for something the IPAM cannot mean (two IPv4 ranges, a bad address).
+
+    It is a ``ConfigError`` (the CLI exits 2) and a ``ValueError`` (it is a
+    programming or configuration mistake, not a state conflict).
+    """
+
+
+class RandomSource(Protocol):
+    """What a store needs from a random generator: ``random.Random`` fits."""
+
+    def randrange(self, stop: int, /) -> int: ...
+
+
+def ordered_ranges(owner: object, ranges: Sequence[IPRange]) -> list[IPRange]:
+    """``ranges`` sorted IPv4 first, refusing a second range of one family.
+
+    One address per family per owner is the contract, so two ranges of the
+    same family leave no way to pick; the caller must merge or choose.
+    """
+    by_family: dict[int, IPRange] = {}
+    for rng in ranges:
+        if not isinstance(rng, IPRange):
+            raise InvalidIpamRequest(
+                f"ipam: allocate for {owner} got {rng!r}; pass IPRange objects "
+                "(build them with ip_range_from_cidr or IPRange.parse)"
+            )
+        if rng.version in by_family:
+            raise InvalidIpamRequest(
+                f"ipam: allocate for {owner} got two IPv{rng.version} ranges "
+                f"({by_family[rng.version]} and {rng}); pass at most one range per family"
+            )
+        by_family[rng.version] = rng
+    return [by_family[v] for v in sorted(by_family)]
+
+
+def host_cidr(addr: IPAddress) -> str:
+    """The host CIDR form stores hand out: ``10.0.0.5/32``, ``2001:db8::5/128``."""
+    return f"{addr}/{addr.max_prefixlen}"
+
+
+def parse_static(owner: object, addresses: Sequence[str]) -> list[IPAddress]:
+    """Addresses a user asked for, as IP addresses, duplicates dropped, order kept.
+
+    Users write interface addresses (``10.0.0.5/24``) as often as bare ones;
+    only the address part is reserved, the prefix length belongs to the
+    interface configuration.
+    """
+    if isinstance(addresses, str):
+        raise InvalidIpamRequest(
+            f"ipam: reserve for {owner} got the string {addresses!r}; pass a list of addresses"
+        )
+    seen: dict[IPAddress, None] = {}
+    for text in addresses:
+        try:
+            raw = text.strip()
+            addr = ipaddress.ip_interface(raw).ip if "/" in raw else ipaddress.ip_address(raw)
+        except (ValueError, AttributeError) as exc:
+            raise InvalidIpamRequest(
+                f"ipam: reserve for {owner}: {text!r} is not an IP address or CIDR "
+                "(expected forms: 10.0.0.5, 10.0.0.5/24, 2001:db8::5/64)"
+            ) from exc
+        seen.setdefault(addr, None)
+    return list(seen)
+
+
+def start_offset(rng: IPRange, random: RandomSource) -> int:
+    """The integer address a search starts from: uniform over the range.
+
+    A random start spreads allocations so that a restarted node, or two pools
+    sharing a range, rarely walk over the same occupied run.
+    """
+    return int(rng.start) + random.randrange(rng.size)

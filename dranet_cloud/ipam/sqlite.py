@@ -1,0 +1,454 @@
+"""The durable IPAM store: one SQLite file per node, shared by threads and processes.
+
+Why it is safe:
+
+* every operation is one ``BEGIN IMMEDIATE`` transaction, so it takes the
+  database's write lock before it reads anything it will decide on; two
+  processes can never both see an address as free;
+* ``UNIQUE (family, addr_key)`` is the last guard: even a bug above it cannot
+  store an address twice, and a partial unique index keeps one dynamic
+  allocation per owner and family;
+* WAL journaling means a process killed at any instant (SIGKILL included)
+  leaves either the old or the new state; the next opener replays or discards
+  the log.  ``synchronous=FULL`` (the default) also makes a committed
+  allocation survive power loss; ``NORMAL`` is faster and still safe against
+  process crashes, but the last commits may be lost if the machine loses power.
+
+Why allocation does not slow down as the pool fills: addresses are stored as
+fixed-width lower-case hex (8 digits for IPv4, 32 for IPv6), so text order is
+numeric order and the unique index answers "occupied addresses from X upwards"
+directly.  An allocation costs one index seek plus the length of the occupied
+run at its random start (see :mod:`.freesearch`); nothing enumerates the range
+or reads the whole table.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import random
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Literal
+
+from ..errors import AddressConflict, ConfigError, ProviderUnavailable, RangeExhausted
+from ..iprange import IPRange, address_of
+from .base import Allocation, IpamStore, Owner
+from .freesearch import first_free
+from .memory import Clock, MemoryStore, utc_now
+from .requests import (
+    InvalidIpamRequest,
+    RandomSource,
+    host_cidr,
+    ordered_ranges,
+    parse_static,
+    start_offset,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IPAM_DB = "/var/lib/dranet-cloud/ipam.db"
+IPAM_DB_ENV = "DRANET_CLOUD_IPAM_DB"
+SCHEMA_VERSION = 1
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS allocations (
+    id         INTEGER PRIMARY KEY,
+    family     INTEGER NOT NULL CHECK (family IN (4, 6)),
+    addr_key   TEXT    NOT NULL,  -- address as fixed-width hex: text order = numeric order
+    address    TEXT    NOT NULL,  -- host CIDR as handed out (10.0.0.5/32)
+    pool       TEXT    NOT NULL,
+    device     TEXT    NOT NULL,
+    claim_uid  TEXT    NOT NULL,
+    static     INTEGER NOT NULL CHECK (static IN (0, 1)),
+    created_at REAL    NOT NULL,  -- seconds since the Unix epoch
+    UNIQUE (family, addr_key)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS allocations_one_dynamic_per_family
+    ON allocations (pool, device, claim_uid, family) WHERE static = 0;
+CREATE INDEX IF NOT EXISTS allocations_by_owner ON allocations (pool, device, claim_uid);
+CREATE INDEX IF NOT EXISTS allocations_by_age ON allocations (created_at);
+"""
+
+_COLUMNS = "family, addr_key, address, pool, device, claim_uid, static, created_at"
+_Row = tuple[int, str, str, str, str, str, int, float]
+
+
+def _addr_key(family: int, value: int) -> str:
+    return f"{value:08x}" if family == 4 else f"{value:032x}"
+
+
+def _to_allocation(row: _Row) -> Allocation:
+    _family, _key, address, pool, device, claim_uid, static, created = row
+    return Allocation(
+        owner=Owner(pool, device, claim_uid),
+        address=address,
+        static=bool(static),
+        created_at=datetime.fromtimestamp(created, timezone.utc),
+    )
+
+
+def resolve_db_path(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> str:
+    """``path`` if given, else ``$DRANET_CLOUD_IPAM_DB``, else the default file."""
+    if path is not None and str(path) != "":
+        return str(path)
+    environ = os.environ if env is None else env
+    return environ.get(IPAM_DB_ENV) or DEFAULT_IPAM_DB
+
+
+class SqliteStore:
+    """SQLite-backed :class:`~dranet_cloud.ipam.base.IpamStore`.
+
+    One connection per store object, used under a lock, so a store may be
+    shared by threads; each process opens its own store (a store carried
+    across ``fork`` opens a fresh connection in the child).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        rng: RandomSource | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise InvalidIpamRequest(
+                f"ipam: synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            )
+        self.path = str(path)
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self._random: RandomSource = rng if rng is not None else random.SystemRandom()
+        self._clock: Clock = clock if clock is not None else utc_now
+        self._lock = threading.Lock()
+        self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
+        self._pid = os.getpid()
+        self._conn: sqlite3.Connection | None = self._open()
+
+    # -- connection and transactions ---------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        target = Path(self.path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"ipam: cannot create the directory of the IPAM database {self.path} ({exc}); "
+                f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable location"
+            ) from exc
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"ipam: cannot open the IPAM database {self.path} ({exc}); "
+                f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable file"
+            ) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigError(
+                    f"ipam: {self.path} cannot use write-ahead logging (journal mode {mode}); "
+                    "put the IPAM database on a local filesystem"
+                )
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise ConfigError(
+                        f"ipam: {self.path} has schema version {version}, newer than this "
+                        f"dranet-cloud understands ({SCHEMA_VERSION}); upgrade dranet-cloud"
+                    )
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                if version < SCHEMA_VERSION:
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._error(exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
+        return conn
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ConfigError(f"ipam: the store {self.path} is closed")
+        if os.getpid() != self._pid:
+            # A connection must not be used on both sides of a fork; keep the
+            # parent's object alive (closing it here could disturb the parent)
+            # and open our own.
+            self._abandoned.append(self._conn)
+            self._pid = os.getpid()
+            self._conn = self._open()
+        return self._conn
+
+    def _error(self, exc: sqlite3.Error) -> Exception:
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+            return ProviderUnavailable(
+                f"ipam: the IPAM database {self.path} stayed locked for more than "
+                f"{self.busy_timeout:g} s ({text}); another process holds a long transaction, "
+                "retry later"
+            )
+        return ConfigError(
+            f"ipam: the IPAM database {self.path} failed ({text}); check the file "
+            f"(PRAGMA integrity_check) or point --ipam-db/{IPAM_DB_ENV} elsewhere"
+        )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise AddressConflict(
+                        f"ipam: {self.path} refused a duplicate record ({exc}); another "
+                        "writer got there first, retry the request"
+                    ) from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(exc) from exc
+                raise
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[_Row]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    # -- queries used inside a transaction ------------------------------------
+
+    @staticmethod
+    def _owner_rows(conn: sqlite3.Connection, owner: Owner) -> list[_Row]:
+        return list(
+            conn.execute(
+                f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? "
+                "AND claim_uid = ? ORDER BY static, family, addr_key",
+                (owner.pool, owner.device, owner.claim_uid),
+            ).fetchall()
+        )
+
+    @staticmethod
+    def _scan(conn: sqlite3.Connection, family: int) -> Callable[[int, int], Iterator[int]]:
+        def scan(lo: int, hi: int) -> Iterator[int]:
+            cursor = conn.execute(
+                "SELECT addr_key FROM allocations WHERE family = ? AND addr_key BETWEEN ? AND ? "
+                "ORDER BY addr_key",
+                (family, _addr_key(family, lo), _addr_key(family, hi)),
+            )
+            try:
+                for (key,) in cursor:
+                    yield int(key, 16)
+            finally:
+                cursor.close()
+
+        return scan
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, alloc: Allocation) -> None:
+        addr = ipaddress.ip_interface(alloc.address).ip
+        conn.execute(
+            f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                addr.version,
+                _addr_key(addr.version, int(addr)),
+                alloc.address,
+                alloc.owner.pool,
+                alloc.owner.device,
+                alloc.owner.claim_uid,
+                int(alloc.static),
+                alloc.created_at.timestamp(),
+            ),
+        )
+
+    # -- the store API -----------------------------------------------------
+
+    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]:
+        wanted = ordered_ranges(owner, ranges)
+        with self._transaction() as conn:
+            held = self._owner_rows(conn, owner)
+            now = self._clock()
+            result: list[str] = []
+            for rng in wanted:
+                existing = next((row for row in held if row[0] == rng.version), None)
+                if existing is not None:
+                    if existing[2] not in rng:
+                        log.warning(
+                            "ipam: %s keeps %s although it is outside the range %s it asked for",
+                            owner,
+                            existing[2],
+                            rng,
+                        )
+                    result.append(existing[2])
+                    continue
+                begin = start_offset(rng, self._random)
+                free = first_free(
+                    int(rng.start), int(rng.end), begin, self._scan(conn, rng.version)
+                )
+                if free is None:
+                    raise RangeExhausted(
+                        f"ipam: no free address left in IPv{rng.version} range {rng} for "
+                        f"{owner} ({rng.size} of {rng.size} held); free addresses with "
+                        "`dranet-cloud ipam gc` or configure a larger range"
+                    )
+                alloc = Allocation(owner, host_cidr(address_of(rng.version, free)), False, now)
+                self._insert(conn, alloc)
+                result.append(alloc.address)
+            return result
+
+    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]:
+        wanted = parse_static(owner, addresses)
+        with self._transaction() as conn:
+            now = self._clock()
+            for addr in wanted:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM allocations WHERE family = ? AND addr_key = ?",
+                    (addr.version, _addr_key(addr.version, int(addr))),
+                ).fetchone()
+                if row is None:
+                    self._insert(conn, Allocation(owner, host_cidr(addr), True, now))
+                    continue
+                holder = _to_allocation(row)
+                if holder.owner != owner:
+                    raise AddressConflict(
+                        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
+                        f"(since {holder.created_at.isoformat()}); pick another address or "
+                        "release the holder's claim"
+                    )
+            return [host_cidr(a) for a in wanted]
+
+    def release(self, owner: Owner) -> list[str]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                "SELECT address FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
+                "ORDER BY family, addr_key",
+                (owner.pool, owner.device, owner.claim_uid),
+            ).fetchall()
+            conn.execute(
+                "DELETE FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ?",
+                (owner.pool, owner.device, owner.claim_uid),
+            )
+            return [str(address) for (address,) in rows]
+
+    def collect(
+        self,
+        live_claims: Iterable[str] | None = None,
+        older_than: timedelta | None = None,
+    ) -> list[Allocation]:
+        if live_claims is None and older_than is None:
+            raise InvalidIpamRequest(
+                "ipam: collect needs live claims, a minimum age or both; "
+                "refusing to free every allocation"
+            )
+        live = None if live_claims is None else sorted(set(live_claims))
+        with self._transaction() as conn:
+            where: list[str] = []
+            params: list[object] = []
+            if live is not None:
+                conn.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS live_claims (claim_uid TEXT PRIMARY KEY)"
+                )
+                conn.execute("DELETE FROM temp.live_claims")
+                conn.executemany(
+                    "INSERT INTO temp.live_claims (claim_uid) VALUES (?)", [(c,) for c in live]
+                )
+                where.append("claim_uid NOT IN (SELECT claim_uid FROM temp.live_claims)")
+            if older_than is not None:
+                where.append("created_at <= ?")
+                params.append((self._clock() - older_than).timestamp())
+            condition = " AND ".join(where)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM allocations WHERE {condition} "
+                "ORDER BY pool, device, claim_uid, family, addr_key",
+                params,
+            ).fetchall()
+            conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
+            if live is not None:
+                conn.execute("DELETE FROM temp.live_claims")
+        return [_to_allocation(row) for row in rows]
+
+    def held(self, owner: Owner) -> list[Allocation]:
+        """What ``owner`` holds: dynamic allocations first, then by family and address."""
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
+            "ORDER BY static, family, addr_key",
+            (owner.pool, owner.device, owner.claim_uid),
+        )
+        return [_to_allocation(row) for row in rows]
+
+    def list(self) -> list[Allocation]:
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM allocations ORDER BY pool, device, claim_uid, family, addr_key"
+        )
+        return [_to_allocation(row) for row in rows]
+
+    def close(self) -> None:
+        """Close the connection; later calls raise.  Closing twice is fine."""
+        with self._lock:
+            if self._conn is not None and os.getpid() == self._pid:
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(
+    path: str | None,
+    memory: bool = False,
+    *,
+    env: Mapping[str, str] | None = None,
+    synchronous: Synchronous = "FULL",
+) -> IpamStore:
+    """The node's store: SQLite at ``path`` (or ``$DRANET_CLOUD_IPAM_DB``, or the default).
+
+    ``memory=True`` gives a :class:`MemoryStore` and is only for an operator who
+    asked for it: its allocations vanish with the process.
+    """
+    if memory:
+        if path:
+            raise ConfigError(
+                f"ipam: both an in-memory store and the database {path} were requested; choose one"
+            )
+        log.warning("ipam: using an in-memory store; allocations are lost when the process exits")
+        return MemoryStore()
+    return SqliteStore(resolve_db_path(path, env), synchronous=synchronous)
