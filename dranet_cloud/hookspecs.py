@@ -52,9 +52,11 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     (or for all, when the operator opted in with ``--probe-metadata`` and DMI
     is unreadable), concurrently, each bounded by ``timeout`` seconds.
     Return a description of what answered (it names the endpoint), or
-    ``None`` when something answered but it is not this environment (a
-    spoofed or wrong server).  Raise ``ProviderUnavailable`` (naming the
-    endpoint and the override variable) when nothing answered.
+    ``None`` when something answered but it is not this environment.  Raise
+    ``ProviderUnavailable`` (naming the endpoint and the override variable)
+    when nothing answered, or a subclass such as ``MetadataSpoofed`` when the
+    answer proves a wrong server: the host records the message as the reason
+    the plugin was not chosen.
     """
 
 

@@ -32,8 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more logging on stderr (-v info, -vv debug)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more logging on stderr (-v info, -vv debug)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -51,8 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    # httpx logs every request at INFO; only -vv should show that.
+    logging.getLogger("httpx").setLevel(level if args.verbose >= 2 else logging.WARNING)
     try:
         code: int = args.func(args)
         return code
@@ -61,6 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `dranet-cloud ipam list | head`: the reader left; say nothing more.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

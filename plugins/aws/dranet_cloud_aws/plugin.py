@@ -1,0 +1,100 @@
+"""Hook implementations of the AWS plugin (the ``aws`` entry point).
+
+Kept thin: each hook delegates to the module that holds the logic.  The
+emulator and sample host are imported lazily so a node daemon never loads the
+test kit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.errors import ProfileDenied
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+
+from . import attributes, detection, imds, profile, routing
+from .snapshot import AwsInstance
+
+if TYPE_CHECKING:
+    from dranet_cloud.testing.emulator import Emulator
+
+
+@hookimpl
+def local_evidence(context: ProviderContext) -> str | None:
+    return detection.local_evidence(context.host_root)
+
+
+@hookimpl
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    return imds.confirm(context, timeout)
+
+
+@hookimpl
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    return imds.load_instance(context, deadline)
+
+
+@hookimpl
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    if not isinstance(instance, AwsInstance):
+        return None
+    return attributes.device_attributes(context, instance, device)
+
+
+@hookimpl
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    if not isinstance(instance, AwsInstance):
+        return None
+    eni = instance.eni(device.mac)
+    return routing.eni_config(eni) if eni is not None else None
+
+
+@hookimpl
+def profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    if not config.wants_ipvlan:
+        return None
+    if not isinstance(instance, AwsInstance):
+        raise ProfileDenied(
+            f"aws: no EC2 instance metadata is loaded, so device {device.label()} has no "
+            "prefixes or secondary addresses to allocate from; start the host with the aws "
+            "cloud plugin"
+        )
+    return profile.profile_config(context, instance, device, claim_uid, config)
+
+
+@hookimpl
+def release_profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+) -> bool | None:
+    return profile.release_profile_config(device, claim_uid, context.ipam)
+
+
+@hookimpl
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
+
+    return build_emulator(fixture, listen, faults)
+
+
+@hookimpl
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    from .sample import build_sample_host
+
+    return build_sample_host(dest, variant)

@@ -1,0 +1,103 @@
+"""Hook implementations of the GCE plugin (the ``gce`` entry point).
+
+Kept thin: each hook delegates to the module that holds the logic.  The
+metadata client (httpx) is imported on first network use, so loading the
+plugin and checking local evidence stay cheap for every CLI command; the
+emulator and sample host are imported lazily so a node daemon never loads the
+test kit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.errors import ProfileDenied
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+
+from . import attributes, detection, profile, routing
+from .instance import GceInstance
+
+if TYPE_CHECKING:
+    from dranet_cloud.testing.emulator import Emulator
+
+
+@hookimpl
+def local_evidence(context: ProviderContext) -> str | None:
+    return detection.dmi_evidence(context.host_root)
+
+
+@hookimpl
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    from . import metadata_source
+
+    return metadata_source.confirm(context, timeout)
+
+
+@hookimpl
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    from . import metadata_source
+
+    return metadata_source.load_instance(context, deadline)
+
+
+@hookimpl
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    if not isinstance(instance, GceInstance):
+        return None
+    return attributes.device_attributes(instance, device)
+
+
+@hookimpl
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    if not isinstance(instance, GceInstance):
+        return None
+    nic = instance.nic_for(device)
+    return routing.nic_config(nic) if nic is not None else None
+
+
+@hookimpl
+def profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    if not isinstance(instance, GceInstance):
+        raise ProfileDenied(
+            f"gce: no GCE instance metadata is loaded, so device {device.label()} has no "
+            "ranges to allocate from; start the host with the gce cloud plugin"
+        )
+    return profile.profile_config(context, instance, device, claim_uid, config)
+
+
+@hookimpl
+def release_profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+) -> bool | None:
+    return profile.release_profile_config(context, device, claim_uid)
+
+
+@hookimpl
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
+
+    return build_emulator(fixture, listen, faults)
+
+
+@hookimpl
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    from .sample import build_sample_host
+
+    return build_sample_host(dest, variant)

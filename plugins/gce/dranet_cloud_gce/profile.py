@@ -1,0 +1,108 @@
+"""The profile role: IPVLAN subinterface addresses from a NIC's GCE ranges.
+
+Seed 003 settled where this belongs: the cloud provider's profile hook, with
+the node-local IPAM as a library.  The IPv4 address comes from the NIC's first
+alias range; the IPv6 address from the ``0xC0DE`` range written right after the
+NIC's first IPv6 prefix (a /64 becomes a /80, a VM's /96 a /112), so pod
+addresses never collide with what GCE hands the VM itself.
+
+Allocations are owned by (plugin, device, claim UID): a kubelet retry of the
+same claim gets the same addresses, and release frees by owner whatever the
+config says by then.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.errors import ProfileDenied
+from dranet_cloud.ipam import Owner
+from dranet_cloud.iprange import IPRange, ip_range_from_cidr, marker_range
+from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+
+from .instance import PLUGIN, GceInstance, GceNic
+
+log = logging.getLogger(__name__)
+
+
+def owner_for(device: DeviceIdentifiers, claim_uid: str) -> Owner:
+    return Owner(pool=PLUGIN, device=device.key(), claim_uid=claim_uid)
+
+
+def subinterface_ranges(nic: GceNic) -> tuple[list[IPRange], list[str]]:
+    """At most one range per family (first alias range, then the 0xC0DE IPv6
+    range), and why a family has none, for the denial message."""
+    ranges: list[IPRange] = []
+    missing: list[str] = []
+    if nic.ip_aliases:
+        ranges.append(ip_range_from_cidr(nic.ip_aliases[0]))
+    else:
+        missing.append("no ip-aliases range")
+    if nic.ipv6_ranges:
+        try:
+            ranges.append(marker_range(nic.ipv6_ranges[0]))
+        except ValueError as exc:
+            missing.append(f"ipv6s {nic.ipv6_ranges[0]} cannot carry the 0xC0DE marker ({exc})")
+            log.warning("gce: NIC %s: no IPv6 subinterface range: %s", nic.mac, exc)
+    else:
+        missing.append("no ipv6s range")
+    return ranges, missing
+
+
+def profile_config(
+    context: ProviderContext,
+    instance: GceInstance,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    """Addresses for an IPVLAN claim; ``None`` for anything else."""
+    if not config.wants_ipvlan or config.interface.unnumbered:
+        return None
+    if config.interface.dhcp:
+        log.info(
+            "gce: %s: claim %s asks for DHCP; no addresses allocated", device.label(), claim_uid
+        )
+        return None
+    owner = owner_for(device, claim_uid)
+    static = config.interface.addresses
+    if static:
+        reserved = context.ipam.reserve(owner, static)
+        log.info("gce: %s: reserved static %s for claim %s", device.label(), reserved, claim_uid)
+        return NetworkConfig(interface=InterfaceConfig(addresses=reserved))
+
+    if device.mac is None:
+        raise ProfileDenied(
+            f"gce: device {device.label()} has no MAC address, so it cannot be matched to a "
+            "NIC in the instance metadata; pass the device's MAC (name=IF,mac=MAC)"
+        )
+    nic = instance.nic_for(device)
+    if nic is None:
+        raise ProfileDenied(
+            f"gce: device {device.label()} is not in the instance metadata "
+            f"(known MACs: {', '.join(sorted(instance.known_macs())) or 'none'}), so it has no "
+            "GCE ranges for an IPVLAN subinterface; set interface.addresses or "
+            "interface.unnumbered in the claim, or claim a GCE NIC"
+        )
+    ranges, missing = subinterface_ranges(nic)
+    if not ranges:
+        raise ProfileDenied(
+            f"gce: NIC {device.label()} (metadata instance/network-interfaces/{nic.index}) has "
+            f"{' and '.join(missing)}, so there is nothing to allocate IPVLAN subinterface "
+            "addresses from; add an alias IP range or an IPv6 stack to the NIC, or set "
+            "interface.addresses or interface.unnumbered in the claim"
+        )
+    addresses = context.ipam.allocate(owner, ranges)
+    log.info("gce: %s: claim %s gets %s", device.label(), claim_uid, addresses)
+    return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
+
+
+def release_profile_config(
+    context: ProviderContext, device: DeviceIdentifiers, claim_uid: str
+) -> bool:
+    """Free what the claim holds on this device; releasing nothing is success."""
+    freed = context.ipam.release(owner_for(device, claim_uid))
+    if freed:
+        log.info("gce: %s: claim %s released %s", device.label(), claim_uid, freed)
+    return True

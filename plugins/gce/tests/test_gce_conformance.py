@@ -1,0 +1,9 @@
+"""The shared plugin conformance suite, run against the GCE emulator and sample host."""
+
+from __future__ import annotations
+
+from dranet_cloud.testing.conformance import PluginConformance
+
+
+class TestGceConformance(PluginConformance):
+    plugin_name = "gce"
