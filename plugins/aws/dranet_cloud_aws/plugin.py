@@ -15,7 +15,7 @@ from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
-from . import attributes, detection, imds, profile, routing
+from . import attributes, detection, profile, routing
 from .snapshot import AwsInstance
 
 if TYPE_CHECKING:
@@ -29,11 +29,15 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    from . import imds  # httpx is loaded on first network use only
+
     return imds.confirm(context, timeout)
 
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    from . import imds
+
     return imds.load_instance(context, deadline)
 
 

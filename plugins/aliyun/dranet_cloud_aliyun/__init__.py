@@ -1,0 +1,1 @@
+"""dranet-cloud plugin for aliyun."""

@@ -1,0 +1,105 @@
+"""Loading the instance snapshot from the ECS metadata service.
+
+Two rounds of concurrent GETs: the instance keys together with the NIC
+listing, then every key of every NIC at once.  A GPU instance has a handful
+of ENIs and a dozen keys each, so this is a few dozen small requests sharing
+one token and one deadline instead of a long serial walk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from dranet_cloud.metadata import MetadataClient, MetadataError
+from dranet_cloud.models import normalize_mac
+
+from .constants import METADATA_ROOT, PLUGIN
+from .snapshot import NIC_KEYS, AliyunInstance, AliyunNic
+
+log = logging.getLogger(__name__)
+
+INSTANCE_KEYS: dict[str, str] = {
+    "instance_id": "instance-id",
+    "instance_type": "instance/instance-type",
+    "region_id": "region-id",
+    "zone_id": "zone-id",
+}
+MACS_PATH = f"{METADATA_ROOT}/network/interfaces/macs/"
+MAX_WORKERS = 16
+
+
+def _path(key: str) -> str:
+    return f"{METADATA_ROOT}/{key}"
+
+
+def parse_mac_listing(listing: str | None) -> list[str]:
+    """MAC directory names from a listing (``00:16:3e:12:34:56/`` a line).
+
+    Entries that are not MACs are skipped with a warning: the listing is
+    the one place a misbehaving server could smuggle in odd path segments.
+    """
+    out: list[str] = []
+    for line in (listing or "").splitlines():
+        name = line.strip().rstrip("/")
+        if not name:
+            continue
+        try:
+            normalize_mac(name)
+        except ValueError:
+            log.warning("%s: ignoring %r in the NIC listing: not a MAC address", PLUGIN, name)
+            continue
+        out.append(name)
+    return out
+
+
+def _round(client: MetadataClient, paths: list[str], until: float) -> dict[str, str | None]:
+    """One concurrent round of GETs; run again one at a time if tokens keep dying.
+
+    The client refreshes its token once per request on a 401.  When many
+    requests run at once and the server expires tokens early (a restart, a
+    short TTL, a use limit), a request can meet a second 401 with the token
+    another thread has just worn out.  Run one request at a time, each
+    refresh serves the requests that follow it, so the round is repeated
+    that way (within the same deadline) rather than failing the snapshot.
+    """
+    try:
+        return client.get_many(paths, deadline=_left(until), max_workers=MAX_WORKERS)
+    except MetadataError as exc:
+        if exc.status != 401 or time.monotonic() >= until:
+            raise
+    log.debug("%s: a token was rejected twice; repeating the round one request at a time", PLUGIN)
+    return client.get_many(paths, deadline=_left(until), max_workers=1)
+
+
+def _left(until: float) -> float:
+    return max(until - time.monotonic(), 0.0)
+
+
+def load_instance(client: MetadataClient, deadline: float) -> AliyunInstance:
+    """Fetch and parse the snapshot, retrying until ``deadline`` seconds have passed."""
+    until = time.monotonic() + deadline
+    first = _round(client, [_path(k) for k in INSTANCE_KEYS.values()] + [MACS_PATH], until)
+    macs = parse_mac_listing(first[MACS_PATH])
+    nic_paths = {mac: {key: f"{MACS_PATH}{mac}/{key}" for key in NIC_KEYS} for mac in macs}
+    answers = _round(client, [p for keys in nic_paths.values() for p in keys.values()], until)
+    nics: dict[str, AliyunNic] = {}
+    for mac, keys in nic_paths.items():
+        nic = AliyunNic.from_values(mac, {key: answers[path] for key, path in keys.items()})
+        nics[nic.mac] = nic
+    values = {field: first[_path(key)] for field, key in INSTANCE_KEYS.items()}
+    instance = AliyunInstance(
+        endpoint=client.endpoint.url,
+        nics=nics,
+        **{k: (v.strip() or None) if v is not None else None for k, v in values.items()},
+    )
+    log.info(
+        "%s: instance %s (%s) in %s with %d NICs from %s",
+        PLUGIN,
+        instance.instance_id,
+        instance.instance_type,
+        instance.zone_id,
+        len(nics),
+        client.endpoint.describe(),
+    )
+    return instance

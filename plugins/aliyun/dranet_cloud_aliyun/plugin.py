@@ -1,0 +1,99 @@
+"""Hook implementations of the Alibaba Cloud (ECS) plugin.
+
+Thin on purpose: each hook hands over to the module that holds the logic
+(detection, loader, attributes, routing, profile, emulator, sample_hosts).
+Nothing is kept at module level; the snapshot the host passes back carries
+all the state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+
+from . import attributes, detection, profile, routing
+from .snapshot import AliyunInstance
+
+if TYPE_CHECKING:
+    from dranet_cloud.testing.emulator import Emulator
+
+# The metadata client (httpx), the emulator and the sample hosts are imported
+# inside the hooks that need them, so loading the plugin for local evidence
+# (every CLI command) stays cheap.
+
+
+def _ours(instance: InstanceSnapshot | None) -> AliyunInstance | None:
+    return instance if isinstance(instance, AliyunInstance) else None
+
+
+@hookimpl
+def local_evidence(context: ProviderContext) -> str | None:
+    return detection.local_evidence(context.host_root)
+
+
+@hookimpl
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    return detection.confirm(context.env, timeout)
+
+
+@hookimpl
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    from .loader import load_instance
+    from .session import open_client
+
+    with open_client(context.env, timeout=context.options.request_timeout) as client:
+        return load_instance(client, deadline)
+
+
+@hookimpl
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    return attributes.device_attributes(context.host_root, _ours(instance), device)
+
+
+@hookimpl
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    return routing.device_config(context.host_root, _ours(instance), device)
+
+
+@hookimpl
+def profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    return profile.profile_config(context, device, claim_uid, config)
+
+
+@hookimpl
+def release_profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+) -> bool | None:
+    return profile.release_profile_config(context, device, claim_uid)
+
+
+@hookimpl
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
+
+    return build_emulator(fixture, listen, faults)
+
+
+@hookimpl
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    from . import sample_hosts
+
+    return sample_hosts.sample_host(dest, variant)

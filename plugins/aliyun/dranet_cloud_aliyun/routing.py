@@ -1,0 +1,184 @@
+"""The cloud's baseline config for a NIC: policy routing via its vSwitch gateway,
+or an IPVLAN subinterface for an LACP bond.
+
+Policy routing.  A VPC only accepts a packet from an ENI when its source
+address belongs to that ENI, so replies must leave through the NIC that owns
+their source.  Each ENI the metadata knows therefore gets its own routing
+table holding the vSwitch CIDR on-link and a default route via the vSwitch
+gateway, plus one source rule per address of the ENI pointing at that table.
+
+Table numbering: ``table = 256 + ifindex`` of the NIC on the host (read
+through the host root), with the rule priority equal to the table number.
+The ifindex is unique on a node for as long as the NIC exists, needs no
+coordination between NICs and is what ``ip link`` prints, so an operator can
+map a table to its NIC at a glance.  Starting at 256 keeps clear of the
+kernel's reserved tables 253-255 (default, main, local) and the numbers below
+them that distributions and CNIs hand out; NICs whose ifindex would reach
+DRANET's VRF tables (1000 and up) get no policy routing, with a warning.
+ECS publishes neither a device number nor an MTU per ENI, which is why the
+ifindex and the NIC's current MTU come from the host root.
+
+LACP bonds.  A bond moved into a pod would lose its aggregation, so a bond
+in mode ``802.3ad`` is claimed as an IPVLAN child instead.  Its addresses
+come from the profile role (the eflo block, see :mod:`.eflo`), so the config
+also names the eflo profile; its gateway is learned by NDP on the host, so no
+routes are given here.  A bond's MAC is one of its slaves' and is usually
+not an ENI of its own in the metadata, so bonds are recognised from the host
+root alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.models import (
+    DeviceIdentifiers,
+    InterfaceConfig,
+    IPVlanConfig,
+    NetworkConfig,
+    RouteConfig,
+    RuleConfig,
+)
+
+from .constants import LACP_MODE, PLUGIN
+from .snapshot import AliyunInstance, AliyunNic
+
+log = logging.getLogger(__name__)
+
+TABLE_BASE = 256
+TABLE_MAX = 999  # DRANET's VRF tables start at 1000
+SCOPE_LINK = 253
+EFLO_PROFILE = "alibaba.dra.net/eflo"
+
+
+def is_lacp_bond(host_root: HostRoot, device: DeviceIdentifiers) -> bool:
+    """Whether ``device`` is a bond in 802.3ad (LACP) mode on this node."""
+    return bool(device.name) and host_root.bonding_mode(device.name) == LACP_MODE
+
+
+def route_table_for(host_root: HostRoot, ifname: str) -> int | None:
+    """``256 + ifindex``, or ``None`` when the ifindex is unknown or too large."""
+    raw = host_root.read_text(f"/sys/class/net/{ifname}/ifindex") if ifname else None
+    if raw is None or not raw.isdigit() or int(raw) < 1:
+        return None
+    table = TABLE_BASE + int(raw)
+    if table > TABLE_MAX:
+        log.warning(
+            "%s: NIC %s has ifindex %s, so its routing table %d would collide with DRANET's "
+            "VRF tables (1000+); no policy routing for it",
+            PLUGIN,
+            ifname,
+            raw,
+            table,
+        )
+        return None
+    return table
+
+
+def _mtu(host_root: HostRoot, ifname: str) -> int | None:
+    raw = host_root.read_text(f"/sys/class/net/{ifname}/mtu") if ifname else None
+    return int(raw) if raw is not None and raw.isdigit() and int(raw) > 0 else None
+
+
+def _ip(text: str | None, version: int) -> str | None:
+    if not text:
+        return None
+    try:
+        addr = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return str(addr) if addr.version == version else None
+
+
+def _family_routing(
+    *,
+    nic: AliyunNic,
+    addresses: list[str],
+    subnet: ipaddress.IPv4Network | ipaddress.IPv6Network | None,
+    gateway: str | None,
+    default: str,
+    table: int,
+    routes: list[RouteConfig],
+    rules: list[RuleConfig],
+) -> None:
+    """Routes and rules of one family, appended in place; nothing without a gateway."""
+    if not addresses or gateway is None:
+        return
+    gw = ipaddress.ip_address(gateway)
+    if subnet is not None and not gw.is_link_local and gw not in subnet:
+        log.warning(
+            "%s: NIC %s: gateway %s is outside its vSwitch CIDR %s; no policy routing for IPv%d",
+            PLUGIN,
+            nic.mac,
+            gateway,
+            subnet,
+            gw.version,
+        )
+        return
+    source = addresses[0]
+    if subnet is not None:
+        routes.append(
+            RouteConfig(destination=str(subnet), source=source, scope=SCOPE_LINK, table=table)
+        )
+    routes.append(RouteConfig(destination=default, gateway=gateway, source=source, table=table))
+    for addr in addresses:
+        prefix = 32 if gw.version == 4 else 128
+        rules.append(RuleConfig(priority=table, source=f"{addr}/{prefix}", table=table))
+
+
+def nic_config(host_root: HostRoot, nic: AliyunNic, device: DeviceIdentifiers) -> NetworkConfig:
+    """MTU and per-NIC policy routing for an ENI the metadata describes."""
+    config = NetworkConfig(interface=InterfaceConfig(mtu=_mtu(host_root, device.name)))
+    table = route_table_for(host_root, device.name)
+    if table is None:
+        return config
+    routes: list[RouteConfig] = []
+    rules: list[RuleConfig] = []
+    v4 = [a for a in (_ip(x, 4) for x in nic.ipv4_addresses()) if a]
+    _family_routing(
+        nic=nic,
+        addresses=v4,
+        subnet=nic.ipv4_subnet(),
+        gateway=_ip(nic.gateway, 4),
+        default="0.0.0.0/0",
+        table=table,
+        routes=routes,
+        rules=rules,
+    )
+    v6 = [a for a in (_ip(x, 6) for x in nic.ipv6s) if a]
+    _family_routing(
+        nic=nic,
+        addresses=v6,
+        subnet=nic.ipv6_subnet(),
+        gateway=_ip(nic.ipv6_gateway, 6),
+        default="::/0",
+        table=table,
+        routes=routes,
+        rules=rules,
+    )
+    if routes:
+        config.routes = routes
+        config.rules = rules
+    return config
+
+
+def bond_config() -> NetworkConfig:
+    """An IPVLAN child (l2, bridge) addressed by the eflo profile."""
+    return NetworkConfig(
+        profile=EFLO_PROFILE,
+        interface=InterfaceConfig(type="ipvlan", ipvlan=IPVlanConfig(mode="l2", flag="bridge")),
+    )
+
+
+def device_config(
+    host_root: HostRoot, instance: AliyunInstance | None, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    """The bond config, the ENI config, or ``None`` for a NIC this plugin knows nothing of."""
+    if is_lacp_bond(host_root, device):
+        return bond_config()
+    nic = instance.nic_for(device) if instance is not None else None
+    if nic is None:
+        return None
+    return nic_config(host_root, nic, device)
