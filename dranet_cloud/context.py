@@ -50,8 +50,9 @@ class ProviderContext:
     options: ProviderOptions = field(default_factory=ProviderOptions)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     ipam_factory: Callable[[], IpamStore] | None = None
-    # Roles the operator asked for by name; plugins may be stricter for them.
-    explicit_roles: frozenset[str] = frozenset()
+    # plugin name -> roles the operator asked of it by name.  The host refuses
+    # an explicit role a plugin does not serve; plugins may also be stricter.
+    explicit_roles: dict[str, frozenset[str]] = field(default_factory=dict)
     _ipam: IpamStore | None = field(default=None, repr=False)
 
     @property

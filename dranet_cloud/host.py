@@ -64,6 +64,7 @@ class ProviderHost:
         ipam: IpamStore | None = None,
         ipam_factory: Callable[[], IpamStore] | None = None,
         registry: PluginRegistry | None = None,
+        profile_routes: Mapping[str, str] | None = None,
         refresh_interval: float = 10.0,
         cache_size: int = 1024,
     ) -> None:
@@ -73,6 +74,9 @@ class ProviderHost:
         self.cloud_provider_hint = cloud_provider_hint or ""
         self.profile_provider = (profile_provider or PROFILE_FROM_CLOUD).strip().lower()
         self.probe_metadata = probe_metadata
+        # profile name -> plugin name, consulted before the default profile
+        # provider (the BYODP server routes "local-ipam" claims this way).
+        self.profile_routes = dict(profile_routes or {})
         opts = options or ProviderOptions()
         if webhook_url:
             opts.webhook_url = webhook_url
@@ -146,12 +150,28 @@ class ProviderHost:
             if explicit_profile not in self._instances:
                 self._init_plugin(explicit_profile, explicit=True, roles={"profile"})
             self.profile = explicit_profile
-        elif self.profile_provider == PROFILE_FROM_CLOUD and self.cloud is not None:
-            if "profile" in reg.roles(self.cloud) and self._serves(self.cloud, "profile"):
-                self.profile = self.cloud
+        elif (
+            self.profile_provider == PROFILE_FROM_CLOUD
+            and self.cloud is not None
+            and "profile" in reg.roles(self.cloud)
+            and self._serves(self.cloud, "profile")
+        ):
+            self.profile = self.cloud
+        for profile_name, plugin in self.profile_routes.items():
+            if "profile" not in reg.roles(plugin):
+                raise ConfigError(
+                    f"profile {profile_name!r} is routed to plugin {plugin}, "
+                    "which has no profile role"
+                )
+            if plugin not in self._instances:
+                self._init_plugin(plugin, explicit=True, roles={"profile"})
         self._started = True
-        log.info("provider host started: cloud=%s profile=%s (%s)", self.cloud, self.profile,
-                 self.detection.evidence)
+        log.info(
+            "provider host started: cloud=%s profile=%s (%s)",
+            self.cloud,
+            self.profile,
+            self.detection.evidence,
+        )
         return self.detection
 
     def _serves(self, name: str, role: str) -> bool:
@@ -162,7 +182,7 @@ class ProviderHost:
     def _init_plugin(self, name: str, *, explicit: bool, roles: set[str]) -> bool:
         ctx = self.context
         if explicit:
-            ctx.explicit_roles = ctx.explicit_roles | frozenset(roles)
+            ctx.explicit_roles[name] = ctx.explicit_roles.get(name, frozenset()) | frozenset(roles)
         deadline = ctx.options.metadata_deadline
         if not self.registry.implements(name, "instance_properties"):
             # A profile-only plugin keeps its state elsewhere (IPAM).
@@ -182,8 +202,9 @@ class ProviderHost:
                     f"{name} was requested explicitly but could not start: {exc}. "
                     f"Fix the endpoint, or run without the explicit {name} setting."
                 ) from exc
-            log.warning("auto-detected provider %s could not start, continuing without it: %s",
-                        name, exc)
+            log.warning(
+                "auto-detected provider %s could not start, continuing without it: %s", name, exc
+            )
             return False
         self._instances[name] = instance
         self._last_refresh[name] = 0.0
@@ -206,8 +227,12 @@ class ProviderHost:
 
     def capabilities(self) -> Capabilities:
         self._require_started()
-        return Capabilities(cloudProvider=self.cloud is not None,
-                            profileProvider=self.profile is not None)
+        return Capabilities.model_validate(
+            {
+                "cloudProvider": self.cloud is not None,
+                "profileProvider": self.profile is not None or bool(self.profile_routes),
+            }
+        )
 
     def instance(self, name: str | None = None) -> InstanceSnapshot | None:
         key = name or self.cloud
@@ -237,13 +262,15 @@ class ProviderHost:
         log.info("device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name)
         try:
             fresh = self.registry.call(
-                name, "instance_properties", context=self.context,
+                name,
+                "instance_properties",
+                context=self.context,
                 deadline=min(self.context.options.metadata_deadline, 5.0),
             )
         except ProviderUnavailable as exc:
             log.warning("refresh of %s metadata failed: %s", name, exc)
             return inst
-        if fresh is not None:
+        if isinstance(fresh, InstanceSnapshot):
             self._instances[name] = fresh
             self._attr_cache.clear()
             self._config_cache.clear()
@@ -272,16 +299,22 @@ class ProviderHost:
         for name in sources:
             try:
                 attrs = self.registry.call(
-                    name, "device_attributes", context=self.context,
-                    instance=inst if name == self.cloud else None, device=device,
+                    name,
+                    "device_attributes",
+                    context=self.context,
+                    instance=inst if name == self.cloud else None,
+                    device=device,
                 )
             except Exception as exc:
-                log.warning("plugin %s, device %s: attributes failed: %s", name, device.label(), exc)
+                log.warning(
+                    "plugin %s, device %s: attributes failed: %s", name, device.label(), exc
+                )
                 continue
             if not attrs:
                 continue
-            valid = validate_attributes(attrs, plugin=name, device=device.label(),
-                                        limit=32 - len(merged))
+            valid = validate_attributes(
+                attrs, plugin=name, device=device.label(), limit=32 - len(merged)
+            )
             for k, v in valid.items():
                 merged.setdefault(k, v)
         with self._lock:
@@ -305,8 +338,9 @@ class ProviderHost:
                 self.cloud, "device_config", context=self.context, instance=inst, device=device
             )
         except ProviderUnavailable as exc:
-            log.warning("plugin %s, device %s: device config failed: %s", self.cloud,
-                        device.label(), exc)
+            log.warning(
+                "plugin %s, device %s: device config failed: %s", self.cloud, device.label(), exc
+            )
             return None
         with self._lock:
             if self._is_known(inst, device):
@@ -322,22 +356,29 @@ class ProviderHost:
         self._require_started()
         if not claim_uid:
             raise ProfileDenied("a claim UID is required for a profile", status=400)
-        if self.profile is None:
+        plugin = self.profile_routes.get(config.profile or "", self.profile)
+        if plugin is None:
             raise ProfileDenied(
                 f"profile {config.profile!r} was requested for device {device.label()} but no "
                 "profile provider is configured (set --profile-provider, or use a cloud plugin "
                 "with a profile role)",
                 status=404,
             )
-        inst = self._instances.get(self.profile)
+        inst = self._instances.get(plugin)
         result = self.registry.call(
-            self.profile, "profile_config", context=self.context, instance=inst,
-            device=device, claim_uid=claim_uid, config=config,
+            plugin,
+            "profile_config",
+            context=self.context,
+            instance=inst,
+            device=device,
+            claim_uid=claim_uid,
+            config=config,
         )
         if result is not None and not isinstance(result, NetworkConfig):
-            raise TypeError(f"plugin {self.profile} returned {type(result).__name__}, "
-                            "not a NetworkConfig")
-        return result  # type: ignore[no-any-return]
+            raise TypeError(
+                f"plugin {plugin} returned {type(result).__name__}, not a NetworkConfig"
+            )
+        return result
 
     def network_config(
         self,
@@ -364,20 +405,45 @@ class ProviderHost:
     def release(
         self, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig | None = None
     ) -> bool:
-        """Best-effort release; never raises (teardown must not block)."""
-        if self.profile is None or not self._started:
+        """Best-effort release; never raises (teardown must not block).
+
+        The plugin is chosen by the config's profile; without one every
+        profile plugin is asked, since releasing by owner is idempotent.
+        """
+        if not self._started:
             return True
-        try:
-            self.registry.call(
-                self.profile, "release_profile_config", context=self.context,
-                instance=self._instances.get(self.profile), device=device,
-                claim_uid=claim_uid, config=config,
+        routed = self.profile_routes.get(config.profile or "") if config is not None else None
+        if routed is not None:
+            plugins = [routed]
+        elif config is not None and config.profile:
+            plugins = [self.profile] if self.profile else []
+        else:
+            plugins = list(
+                dict.fromkeys([p for p in (self.profile, *self.profile_routes.values()) if p])
             )
-            return True
-        except Exception as exc:
-            log.error("plugin %s, device %s, claim %s: release failed (the provider must "
-                      "reclaim it): %s", self.profile, device.label(), claim_uid, exc)
-            return False
+        ok = True
+        for plugin in plugins:
+            try:
+                self.registry.call(
+                    plugin,
+                    "release_profile_config",
+                    context=self.context,
+                    instance=self._instances.get(plugin),
+                    device=device,
+                    claim_uid=claim_uid,
+                    config=config,
+                )
+            except Exception as exc:
+                log.error(
+                    "plugin %s, device %s, claim %s: release failed (the provider must "
+                    "reclaim it): %s",
+                    plugin,
+                    device.label(),
+                    claim_uid,
+                    exc,
+                )
+                ok = False
+        return ok
 
     def close(self) -> None:
         store = self.context._ipam

@@ -1,0 +1,1 @@
+"""dranet-cloud plugin: a client for DRANET's Bring-Your-Own-Provider (BYODP) webhooks."""
