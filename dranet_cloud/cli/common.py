@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
@@ -13,44 +14,95 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..ipam.base import IpamStore
     from ..host import ProviderHost
     from ..hostroot import HostRoot
+    from ..ipam.base import IpamStore
     from ..models import DeviceIdentifiers, NetworkConfig
 
 
 def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> None:
     g = p.add_argument_group("provider selection (DRANET's flags)")
-    g.add_argument("--cloud-provider-hint", default=os.environ.get("DRANET_CLOUD_PROVIDER_HINT", ""),
-                   metavar="NAME",
-                   help="cloud plugin to use (gce, aws, alibaba/aliyun, webhook, none); "
-                        "empty = auto-detect")
-    g.add_argument("--profile-provider", default=os.environ.get("DRANET_CLOUD_PROFILE_PROVIDER",
-                                                                "cloud"), metavar="NAME",
-                   help="'cloud' (the cloud plugin's profile role), a plugin name, or 'none'")
-    g.add_argument("--webhook-url", default=os.environ.get("DRANET_CLOUD_WEBHOOK_URL"),
-                   metavar="URL", help="http://, https:// or unix:///path of a BYODP webhook")
-    g.add_argument("--host-root", default=None, metavar="DIR",
-                   help="read /sys and /proc under DIR (env DRANET_CLOUD_HOST_ROOT, default /)")
-    g.add_argument("--probe-metadata", action="store_true",
-                   help="when DMI is unreadable, probe metadata servers anyway")
-    g.add_argument("--metadata-deadline", type=float, default=15.0, metavar="SECONDS",
-                   help="how long to wait for an explicit provider's metadata (default 15)")
-    g.add_argument("--probe-timeout", type=float, default=1.0, metavar="SECONDS",
-                   help="per-probe timeout during auto-detection (default 1)")
-    g.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="plugin setting, e.g. aws.allow_imdsv1=true (repeatable)")
+    g.add_argument(
+        "--cloud-provider-hint",
+        default=os.environ.get("DRANET_CLOUD_PROVIDER_HINT", ""),
+        metavar="NAME",
+        help="cloud plugin to use (gce, aws, alibaba/aliyun, webhook, none); empty = auto-detect",
+    )
+    g.add_argument(
+        "--profile-provider",
+        default=os.environ.get("DRANET_CLOUD_PROFILE_PROVIDER", "cloud"),
+        metavar="NAME",
+        help="'cloud' (the cloud plugin's profile role), a plugin name, or 'none'",
+    )
+    g.add_argument(
+        "--webhook-url",
+        default=os.environ.get("DRANET_CLOUD_WEBHOOK_URL"),
+        metavar="URL",
+        help="http://, https:// or unix:///path of a BYODP webhook",
+    )
+    g.add_argument(
+        "--host-root",
+        default=None,
+        metavar="DIR",
+        help="read /sys and /proc under DIR (env DRANET_CLOUD_HOST_ROOT, default /)",
+    )
+    g.add_argument(
+        "--probe-metadata",
+        action="store_true",
+        help="when DMI is unreadable, probe metadata servers anyway",
+    )
+    g.add_argument(
+        "--metadata-deadline",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how long to wait for an explicit provider's metadata (default 15)",
+    )
+    g.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="per-probe timeout during auto-detection (default 1)",
+    )
+    g.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="plugin setting, e.g. aws.allow_imdsv1=true (repeatable)",
+    )
     if ipam:
         add_ipam_flags(p)
 
 
 def add_ipam_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("node-local IPAM")
-    g.add_argument("--ipam-db", default=None, metavar="PATH",
-                   help="SQLite file (env DRANET_CLOUD_IPAM_DB, "
-                        "default /var/lib/dranet-cloud/ipam.db)")
-    g.add_argument("--ipam-memory", action="store_true",
-                   help="keep allocations in memory only (lost at exit)")
+    g.add_argument(
+        "--ipam-db",
+        default=None,
+        metavar="PATH",
+        help="SQLite file (env DRANET_CLOUD_IPAM_DB, default /var/lib/dranet-cloud/ipam.db)",
+    )
+    g.add_argument(
+        "--ipam-memory", action="store_true", help="keep allocations in memory only (lost at exit)"
+    )
+    g.add_argument(
+        "--ipam-range",
+        action="append",
+        default=[],
+        metavar="[IFNAME=]RANGE",
+        help="enable the built-in local-ipam profile provider with this range "
+        "(CIDR or START-END; one per family, or per device with IFNAME=; "
+        "repeatable)",
+    )
+    g.add_argument(
+        "--ipam-profile",
+        default="local-ipam",
+        metavar="NAME",
+        help="profile name whose claims local-ipam serves (default local-ipam)",
+    )
 
 
 def parse_settings(items: list[str]) -> dict[str, str]:
@@ -66,6 +118,7 @@ def parse_settings(items: list[str]) -> dict[str, str]:
 def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
     from ..context import ProviderOptions
     from ..host import ProviderHost
+    from ..plugins import PluginRegistry
 
     options = ProviderOptions(
         webhook_url=args.webhook_url,
@@ -74,6 +127,17 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         settings=parse_settings(args.settings),
     )
     factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
+    registry = PluginRegistry()
+    routes: dict[str, str] = {}
+    if getattr(args, "ipam_range", None):
+        from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
+
+        registry.register(
+            LocalIpamPlugin(LocalIpamConfig.parse(args.ipam_range)),
+            PLUGIN_NAME,
+            distribution="dranet-cloud (built-in)",
+        )
+        routes[args.ipam_profile] = PLUGIN_NAME
     host = ProviderHost(
         cloud_provider_hint=args.cloud_provider_hint,
         profile_provider=args.profile_provider,
@@ -82,6 +146,8 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         probe_metadata=args.probe_metadata,
         options=options,
         ipam_factory=factory,
+        registry=registry,
+        profile_routes=routes,
     )
     if start:
         host.start()
@@ -139,7 +205,7 @@ def read_config(path: str | None) -> NetworkConfig | None:
     if not path:
         return None
     try:
-        raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--config {path}: {exc}") from None
     try:
