@@ -1,0 +1,54 @@
+"""Test and emulation kit for dranet-cloud plugins.
+
+* :mod:`.emulator`: a loopback/unix-socket HTTP server with a request log and
+  fault injection, plus helpers to serve nested-JSON metadata trees and token
+  sessions;
+* :mod:`.hostroot_builder`: fake node files (DMI, sysfs, procfs) that
+  :class:`dranet_cloud.hostroot.HostRoot` reads;
+* :mod:`.socketguard`: makes any non-loopback connection fail a test run.
+
+Importing this package is cheap: it pulls in only the standard library.
+"""
+
+from __future__ import annotations
+
+from .emulator import (
+    MISSING,
+    Emulator,
+    Faults,
+    Handler,
+    Headers,
+    LoggedRequest,
+    Request,
+    Response,
+    TokenIssuer,
+    parse_listen,
+    render_leaf,
+    render_listing,
+    split_path,
+    tree_lookup,
+    tree_response,
+)
+from .hostroot_builder import HostRootBuilder
+from .socketguard import NonLoopbackConnection, SocketGuard
+
+__all__ = [
+    "MISSING",
+    "Emulator",
+    "Faults",
+    "Handler",
+    "Headers",
+    "HostRootBuilder",
+    "LoggedRequest",
+    "NonLoopbackConnection",
+    "Request",
+    "Response",
+    "SocketGuard",
+    "TokenIssuer",
+    "parse_listen",
+    "render_leaf",
+    "render_listing",
+    "split_path",
+    "tree_lookup",
+    "tree_response",
+]
