@@ -9,6 +9,7 @@ touching the process environment.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,18 +55,27 @@ class ProviderContext:
     # an explicit role a plugin does not serve; plugins may also be stricter.
     explicit_roles: dict[str, frozenset[str]] = field(default_factory=dict)
     _ipam: IpamStore | None = field(default=None, repr=False)
+    _ipam_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def ipam(self) -> IpamStore:
-        """The node's IPAM store, opened on first use (only profile roles need it)."""
-        if self._ipam is None:
-            if self.ipam_factory is None:
-                from .ipam import MemoryStore
+        """The node's IPAM store, opened on first use (only profile roles need it).
 
-                self._ipam = MemoryStore()
-            else:
-                self._ipam = self.ipam_factory()
-        return self._ipam
+        Opened under a lock: two first requests racing in a server must share
+        one store, or two in-memory pools could hand out the same address.
+        """
+        store = self._ipam
+        if store is not None:
+            return store
+        with self._ipam_lock:
+            if self._ipam is None:
+                if self.ipam_factory is None:
+                    from .ipam import MemoryStore
+
+                    self._ipam = MemoryStore()
+                else:
+                    self._ipam = self.ipam_factory()
+            return self._ipam
 
 
 class InstanceSnapshot(BaseModel):

@@ -1,0 +1,165 @@
+"""``dranet-cloud serve``: the provider host as a BYODP webhook for DRANET's Go daemon.
+
+Only ``register`` runs for other sub-commands; FastAPI and uvicorn (the
+``dranet-cloud[server]`` extra) are imported when ``serve`` itself runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from datetime import timedelta
+from typing import Any
+
+from ..errors import ConfigError
+from .common import add_provider_flags, build_host
+
+DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
+
+
+def _octal_mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an octal mode such as 0660") from None
+    if not 0 <= mode <= 0o777:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a permission mode (0000-0777)")
+    return mode
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the provider host as a BYODP webhook for DRANET",
+        description="Answer DRANET's webhook protocol (GET /health, POST /GetDeviceAttributes, "
+        "/GetDeviceConfig, /GetProfileConfig, /ReleaseProfileConfig) with this "
+        "node's plugins and the built-in local-ipam profile provider. Prints one "
+        'JSON line {"url", "capabilities"} on stdout when it accepts requests.',
+    )
+    p.add_argument(
+        "--listen",
+        default=os.environ.get("DRANET_CLOUD_LISTEN", DEFAULT_LISTEN),
+        metavar="ADDR",
+        help="unix:///path/to.sock or HOST:PORT (env DRANET_CLOUD_LISTEN, "
+        f"default {DEFAULT_LISTEN})",
+    )
+    p.add_argument(
+        "--socket-mode",
+        type=_octal_mode,
+        default=0o660,
+        metavar="MODE",
+        help="permission bits of the unix socket (default 0660)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=1 << 20,
+        metavar="N",
+        help="refuse request bodies larger than this with 413 (default 1048576)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=int,
+        default=25,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight requests may take to finish (default 25)",
+    )
+    p.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="do not log one line per request",
+    )
+    g = p.add_argument_group("IPAM garbage collection")
+    g.add_argument(
+        "--gc-interval",
+        default=None,
+        metavar="DURATION",
+        help="collect leaked allocations this often (30s, 10m, 1h)",
+    )
+    g.add_argument(
+        "--gc-older-than",
+        default=None,
+        metavar="DURATION",
+        help="free allocations older than this; pick more than the longest claim "
+        "lifetime unless --gc-live-claims is given too",
+    )
+    g.add_argument(
+        "--gc-live-claims",
+        default=None,
+        metavar="FILE",
+        help="file of live claim UIDs (one a line) kept current by a sidecar; "
+        "allocations of claims listed there are never freed",
+    )
+    add_provider_flags(p, ipam=True)
+    p.set_defaults(func=run)
+
+
+def _duration(flag: str, text: str | None) -> timedelta | None:
+    from .ipam_cmd import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ConfigError:
+        raise ConfigError(
+            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d "
+            "(30s, 10m, 2h, 7d, 1h30m)"
+        ) from None
+
+
+def _print_ready(url: str, capabilities: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"url": url, "capabilities": capabilities}) + "\n")
+    sys.stdout.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..server.listen import ListenAddress
+
+    ListenAddress.parse(args.listen)  # a typo fails before any plugin starts
+    interval = _duration("--gc-interval", args.gc_interval)
+    if interval is not None and interval.total_seconds() <= 0:
+        raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
+    older_than = _duration("--gc-older-than", args.gc_older_than)
+    try:
+        from ..server.middleware import ACCESS_LOGGER
+        from ..server.runner import ServeOptions, WebhookServer
+    except ImportError as exc:
+        raise ConfigError(
+            f"serve needs FastAPI and uvicorn ({exc}); install them with "
+            "pip install 'dranet-cloud[server]'"
+        ) from exc
+    options = ServeOptions(
+        listen=args.listen,
+        socket_mode=args.socket_mode,
+        max_body_bytes=args.max_body_bytes,
+        gc_interval=interval.total_seconds() if interval is not None else None,
+        gc_older_than=older_than,
+        gc_live_claims=args.gc_live_claims,
+        shutdown_timeout=args.shutdown_timeout,
+        access_log=args.access_log,
+    )
+    server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])
+    if server_log.getEffectiveLevel() > logging.INFO:
+        server_log.setLevel(logging.INFO)  # access lines and gc results are the server's output
+    host = build_host(args)
+    try:
+        server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
+        code: int = server.run()
+    finally:
+        host.close()
+    return code

@@ -1,0 +1,222 @@
+"""Running the BYODP app on uvicorn: sockets, readiness, signals, garbage collection.
+
+Shutdown is what an operator of a DaemonSet expects: SIGTERM (or SIGINT) stops
+accepting connections, lets in-flight requests finish (up to
+``shutdown_timeout``), stops the garbage collector, removes the unix socket it
+created and closes the IPAM store.  uvicorn re-raises the signal it caught
+once it is done; the runner's own handler absorbs it so that the clean-up
+above still runs and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from ..errors import ConfigError
+from ..host import ProviderHost
+from .app import DEFAULT_MAX_BODY_BYTES, create_app
+from .collector import PeriodicCollector
+from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
+
+log = logging.getLogger(__name__)
+
+ReadyCallback = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class ServeOptions:
+    """Everything ``dranet-cloud serve`` adds to the provider flags."""
+
+    listen: str
+    socket_mode: int = DEFAULT_SOCKET_MODE
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    gc_interval: float | None = None
+    gc_older_than: timedelta | None = None
+    gc_live_claims: str | None = None
+    shutdown_timeout: int | None = 25
+    # Longer than DRANET's request spacing, so Go's pooled connections are rarely
+    # closed under it; an idle unix-socket connection costs nothing.
+    keep_alive_timeout: int = 60
+    access_log: bool = True
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, telling us when it really accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit:
+            self._on_started()
+
+
+class WebhookServer:
+    """One server: a started host behind the BYODP app on one socket.
+
+    ``run()`` blocks in the main thread until SIGTERM/SIGINT; ``start()`` and
+    ``stop()`` run it in a background thread (tests, benchmarks).
+    """
+
+    def __init__(
+        self,
+        host: ProviderHost,
+        options: ServeOptions,
+        *,
+        on_ready: ReadyCallback | None = None,
+        close_host: bool = True,
+    ) -> None:
+        self.host = host
+        self.options = options
+        self.on_ready = on_ready
+        self.close_host = close_host
+        self.address = ListenAddress.parse(options.listen)
+        self.collector: PeriodicCollector | None = None
+        if options.gc_interval is not None:
+            self.collector = PeriodicCollector(
+                lambda: host.context.ipam,
+                interval=options.gc_interval,
+                older_than=options.gc_older_than,
+                live_claims_file=options.gc_live_claims,
+            )
+        elif options.gc_older_than is not None or options.gc_live_claims is not None:
+            raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
+        self.app = create_app(
+            host, max_body_bytes=options.max_body_bytes, access_log=options.access_log
+        )
+        if host.profile_routes or self.collector is not None:
+            # Open the store now: a bad --ipam-db fails start-up, not every claim.
+            _ = host.context.ipam
+        self.bound: BoundSocket | None = None
+        self._server: _Uvicorn | None = None
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self._finished = False
+
+    @property
+    def url(self) -> str:
+        if self.bound is None:
+            raise RuntimeError("the server is not listening yet")
+        return self.bound.url
+
+    def _prepare(self) -> _Uvicorn:
+        self.bound = bind(self.address, socket_mode=self.options.socket_mode)
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_keep_alive=self.options.keep_alive_timeout,
+            timeout_graceful_shutdown=self.options.shutdown_timeout,
+            server_header=False,
+        )
+        self._server = _Uvicorn(config, self._started)
+        return self._server
+
+    def _started(self) -> None:
+        caps = self.host.capabilities().to_wire()
+        log.info(
+            "BYODP server on %s: cloud=%s profile=%s profiles=%s",
+            self.url,
+            self.host.cloud or "none",
+            self.host.profile or "none",
+            ",".join(sorted(self.host.profile_routes)) or "none",
+        )
+        if self.collector is not None:
+            self.collector.start()
+        self._ready.set()
+        if self.on_ready is not None:
+            self.on_ready(self.url, caps)
+
+    def _serve(self, server: _Uvicorn) -> None:
+        assert self.bound is not None
+        try:
+            server.run(sockets=[self.bound.sock])
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self.collector is not None:
+            self.collector.stop()
+        if self.bound is not None:
+            self.bound.cleanup()
+        if self.close_host:
+            self.host.close()
+        log.info("BYODP server stopped")
+
+    # --- main thread ------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until SIGTERM or SIGINT; returns the process exit code (0)."""
+        server = self._prepare()
+
+        def request_exit(signum: int, frame: FrameType | None) -> None:
+            # Before uvicorn installs its handlers, and when it re-raises the
+            # signal after a graceful stop: ask for (or acknowledge) the exit.
+            server.should_exit = True
+
+        previous = {
+            sig: signal.signal(sig, request_exit) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            self._serve(server)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0
+
+    # --- background thread -----------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> WebhookServer:
+        """Serve in a thread; returns once the socket accepts requests."""
+        server = self._prepare()
+
+        def target() -> None:
+            try:
+                self._serve(server)
+            except BaseException as exc:  # reported by start()
+                self._failure = exc
+                self._ready.set()
+
+        self._thread = threading.Thread(target=target, name="byodp-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._failure is not None:
+            self.stop()
+            raise RuntimeError(
+                f"BYODP server did not start on {self.options.listen}: "
+                f"{self._failure or 'timed out'}"
+            )
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Graceful stop: in-flight requests finish, then clean-up runs."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        with contextlib.suppress(Exception):
+            self._cleanup()
+
+    def __enter__(self) -> WebhookServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
