@@ -73,13 +73,21 @@ def validate_attributes(
         problem = attribute_name_problem(qualified) or attribute_value_problem(attr)
         if problem:
             log.warning(
-                "plugin %s, device %s: dropping attribute %r: %s", plugin, device, qualified, problem
+                "plugin %s, device %s: dropping attribute %r: %s",
+                plugin,
+                device,
+                qualified,
+                problem,
             )
             continue
         if len(kept) >= limit:
             log.warning(
                 "plugin %s, device %s: dropping attribute %r: a device carries at most %d "
-                "attributes", plugin, device, qualified, MAX_ATTRIBUTES,
+                "attributes",
+                plugin,
+                device,
+                qualified,
+                MAX_ATTRIBUTES,
             )
             continue
         kept[qualified] = attr

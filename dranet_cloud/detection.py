@@ -51,14 +51,18 @@ def _local_candidates(registry: PluginRegistry, context: ProviderContext) -> dic
     return found
 
 
-def _confirm(registry: PluginRegistry, name: str, context: ProviderContext, timeout: float) -> str | None:
+def _confirm(
+    registry: PluginRegistry, name: str, context: ProviderContext, timeout: float
+) -> str | None:
     if not registry.implements(name, "confirm_environment"):
         return "no confirmation hook; local evidence accepted"
     result = registry.call(name, "confirm_environment", context=context, timeout=timeout)
     return str(result) if result else None
 
 
-def _ordered(candidates: list[str], confirmed: dict[str, str], registry: PluginRegistry) -> str | None:
+def _ordered(
+    candidates: list[str], confirmed: dict[str, str], registry: PluginRegistry
+) -> str | None:
     # A plugin whose evidence is the node's hardware outranks one whose
     # evidence is configuration (a webhook URL): the latter has no "cloud"
     # evidence of its own, so it is listed last by the plugins themselves.
@@ -83,7 +87,9 @@ def detect(
         }
     if not candidates:
         return DetectionResult(
-            NO_PROVIDER, False, "no local evidence of any installed plugin",
+            NO_PROVIDER,
+            False,
+            "no local evidence of any installed plugin",
             (time.perf_counter() - start) * 1000,
         )
 
@@ -107,8 +113,11 @@ def detect(
         deadline = start + context.options.detect_deadline
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, timeout=max(0.0, deadline - time.perf_counter()),
-                                 return_when=FIRST_COMPLETED)
+            done, pending = wait(
+                pending,
+                timeout=max(0.0, deadline - time.perf_counter()),
+                return_when=FIRST_COMPLETED,
+            )
             if not done:
                 break
             for fut in done:
@@ -132,15 +141,22 @@ def detect(
         pool.shutdown(wait=False, cancel_futures=True)
 
     for name, why in failures.items():
-        log.info("detection: %s had local evidence (%s) but was not confirmed: %s",
-                 name, candidates[name], why)
+        log.info(
+            "detection: %s had local evidence (%s) but was not confirmed: %s",
+            name,
+            candidates[name],
+            why,
+        )
     chosen = _ordered(order, confirmed, registry)
     elapsed = (time.perf_counter() - start) * 1000
     if chosen is None:
         return DetectionResult(
-            NO_PROVIDER, False,
+            NO_PROVIDER,
+            False,
             "local evidence found but no metadata service confirmed it",
-            elapsed, candidates, failures,
+            elapsed,
+            candidates,
+            failures,
         )
     return DetectionResult(
         chosen, False, f"{candidates[chosen]}; {confirmed[chosen]}", elapsed, candidates, failures

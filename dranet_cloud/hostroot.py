@@ -160,9 +160,7 @@ class HostRoot:
                 continue
             try:
                 addr = ipaddress.IPv6Address(int(parts[0], 16))
-                out.append(
-                    Inet6Address(str(addr), int(parts[2], 16), int(parts[3], 16), parts[5])
-                )
+                out.append(Inet6Address(str(addr), int(parts[2], 16), int(parts[3], 16), parts[5]))
             except ValueError:
                 continue
         return out

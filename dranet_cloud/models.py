@@ -136,9 +136,9 @@ class DeviceAttribute(WireModel):
     def of(cls, value: int | bool | str) -> DeviceAttribute:
         """Build from a Python scalar: bool, int or str."""
         if isinstance(value, bool):
-            return cls(bool=value)
+            return cls.model_validate({"bool": value})
         if isinstance(value, int):
-            return cls(int=value)
+            return cls.model_validate({"int": value})
         return cls(string=str(value))
 
     @property

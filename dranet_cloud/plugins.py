@@ -76,8 +76,13 @@ class PluginRegistry:
             dist = ep.dist
             self._dist[ep.name] = (dist.name, dist.version) if dist else ("?", "?")
 
-    def register(self, module: ModuleType | object, name: str, distribution: str = "local",
-                 version: str = "0") -> None:
+    def register(
+        self,
+        module: ModuleType | object,
+        name: str,
+        distribution: str = "local",
+        version: str = "0",
+    ) -> None:
         """Register a plugin object directly (tests, built-ins)."""
         self.pm.register(module, name=name)
         self._dist[name] = (distribution, version)
@@ -94,7 +99,9 @@ class PluginRegistry:
         return any(impl.plugin is plugin for impl in caller.get_hookimpls())
 
     def roles(self, name: str) -> tuple[str, ...]:
-        roles = [r for r, hooks in ROLE_HOOKS.items() if all(self.implements(name, h) for h in hooks)]
+        roles = [
+            r for r, hooks in ROLE_HOOKS.items() if all(self.implements(name, h) for h in hooks)
+        ]
         if "cloud" not in roles and self.implements(name, "device_attributes"):
             roles.append("enricher")
         return tuple(roles)

@@ -58,12 +58,12 @@ class FakeCloud:
         self.loads += 1
         with self._client(context) as client:
             tree = client.get_json("/meta", deadline=deadline)
-            return FakeInstance(provider=self.name, endpoint=client.endpoint.url,
-                                nics=tree["nics"])
+            return FakeInstance(provider=self.name, endpoint=client.endpoint.url, nics=tree["nics"])
 
     @hookimpl
-    def device_attributes(self, context: ProviderContext, instance: FakeInstance | None,
-                          device: DeviceIdentifiers) -> dict[str, DeviceAttribute] | None:
+    def device_attributes(
+        self, context: ProviderContext, instance: FakeInstance | None, device: DeviceIdentifiers
+    ) -> dict[str, DeviceAttribute] | None:
         if instance is None or device.mac not in instance.nics:
             return None
         return {
@@ -73,12 +73,15 @@ class FakeCloud:
         }
 
     @hookimpl
-    def device_config(self, context: ProviderContext, instance: FakeInstance,
-                      device: DeviceIdentifiers) -> NetworkConfig | None:
+    def device_config(
+        self, context: ProviderContext, instance: FakeInstance, device: DeviceIdentifiers
+    ) -> NetworkConfig | None:
         if device.mac not in instance.nics:
             return None
-        return NetworkConfig(interface=InterfaceConfig(mtu=instance.nics[device.mac]),
-                             routes=[{"destination": "10.0.0.0/24", "table": 100}])  # type: ignore[list-item]
+        return NetworkConfig(
+            interface=InterfaceConfig(mtu=instance.nics[device.mac]),
+            routes=[{"destination": "10.0.0.0/24", "table": 100}],
+        )  # type: ignore[list-item]
 
 
 def fake_emulator(nics: dict[str, int], faults: str | None = None) -> Emulator:
@@ -89,38 +92,48 @@ def fake_emulator(nics: dict[str, int], faults: str | None = None) -> Emulator:
             return Response.json({"nics": nics})
         return tree_response(tree, req.path.strip("/").split("/"))
 
-    return Emulator(handler, name="fake", faults=faults,
-                    env_for=lambda url: {ENDPOINT_VAR: url})
+    return Emulator(handler, name="fake", faults=faults, env_for=lambda url: {ENDPOINT_VAR: url})
 
 
 class FakeProfile:
     """Allocates from 10.99.0.0/24 for ipvlan claims; denies profile 'forbidden'."""
 
     @hookimpl
-    def profile_config(self, context: ProviderContext, instance: InstanceSnapshot | None,
-                       device: DeviceIdentifiers, claim_uid: str,
-                       config: NetworkConfig) -> NetworkConfig | None:
+    def profile_config(
+        self,
+        context: ProviderContext,
+        instance: InstanceSnapshot | None,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig,
+    ) -> NetworkConfig | None:
         if config.profile == "forbidden":
             raise ProfileDenied("profile 'forbidden' is not allowed here", status=409)
-        addrs = context.ipam.allocate(Owner("fakeprofile", device.key(), claim_uid),
-                                      [ip_range_from_cidr("10.99.0.0/24")])
+        addrs = context.ipam.allocate(
+            Owner("fakeprofile", device.key(), claim_uid), [ip_range_from_cidr("10.99.0.0/24")]
+        )
         return NetworkConfig(interface=InterfaceConfig(addresses=addrs))
 
     @hookimpl
-    def release_profile_config(self, context: ProviderContext, instance: InstanceSnapshot | None,
-                               device: DeviceIdentifiers, claim_uid: str,
-                               config: NetworkConfig | None) -> bool:
+    def release_profile_config(
+        self,
+        context: ProviderContext,
+        instance: InstanceSnapshot | None,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig | None,
+    ) -> bool:
         if claim_uid == "explode":
             raise RuntimeError("backend gone")
         context.ipam.release(Owner("fakeprofile", device.key(), claim_uid))
         return True
 
 
-
 class FakeEnricher:
     @hookimpl
-    def device_attributes(self, context: ProviderContext, instance: InstanceSnapshot | None,
-                          device: DeviceIdentifiers) -> dict[str, DeviceAttribute]:
+    def device_attributes(
+        self, context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+    ) -> dict[str, DeviceAttribute]:
         return {"vendor.example.com/firmware": DeviceAttribute(version="2.1.0")}
 
 

@@ -14,14 +14,25 @@ from dranet_cloud.attributes import (
 from dranet_cloud.models import DeviceAttribute
 
 
-@pytest.mark.parametrize("name", ["dra.net/webhook-attr", "gce.dra.net/ip.aliases",
-                                  "x/" + "a" * 33, "Bad_Domain/x", "a" * 64 + ".com/x", "/x", "9lives"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dra.net/webhook-attr",
+        "gce.dra.net/ip.aliases",
+        "x/" + "a" * 33,
+        "Bad_Domain/x",
+        "a" * 64 + ".com/x",
+        "/x",
+        "9lives",
+    ],
+)
 def test_invalid_names(name: str) -> None:
     assert attribute_name_problem(name) is not None
 
 
-@pytest.mark.parametrize("name", ["dra.net/webhook_attr", "gce.dra.net/machineType", "rdma",
-                                  "a" * 32])
+@pytest.mark.parametrize(
+    "name", ["dra.net/webhook_attr", "gce.dra.net/machineType", "rdma", "a" * 32]
+)
 def test_valid_names(name: str) -> None:
     assert attribute_name_problem(name) is None
 
@@ -34,7 +45,8 @@ def test_value_limits() -> None:
 
 
 def test_validate_drops_with_warning_naming_plugin_device_attribute(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     attrs = {
         "dra.net/webhook-attr": DeviceAttribute(string="x"),
         "dra.net/long": DeviceAttribute(string="y" * 65),

@@ -16,17 +16,23 @@ from dranet_cloud.testing import HostRootBuilder
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 
 
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([*EXE, *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout, input=stdin)
+    return subprocess.run(
+        [*EXE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, input=stdin
+    )
 
 
 @pytest.fixture()
 def bare_metal(tmp_path: Path) -> Path:
-    return (HostRootBuilder(tmp_path / "bm").dmi(sys_vendor="Supermicro", product_name="X13")
-            .nic("eno1", "3c:ec:ef:00:00:01").build())
+    return (
+        HostRootBuilder(tmp_path / "bm")
+        .dmi(sys_vendor="Supermicro", product_name="X13")
+        .nic("eno1", "3c:ec:ef:00:00:01")
+        .build()
+    )
 
 
 def test_plugins_lists_all_four_with_roles() -> None:
@@ -58,31 +64,80 @@ def test_unknown_hint_exits_2_listing_plugins(bare_metal: Path) -> None:
 
 
 def test_bad_flags_exit_2() -> None:
-    assert run("describe", "--device", "name=eth0,colour=blue", "--cloud-provider-hint",
-               "none").returncode == 2
+    assert (
+        run(
+            "describe", "--device", "name=eth0,colour=blue", "--cloud-provider-hint", "none"
+        ).returncode
+        == 2
+    )
     assert run("nonsense").returncode == 2
-    assert run("profile", "get", "--cloud-provider-hint", "none", "--device", "eth0",
-               "--claim-uid", "c", "--config", "/nonexistent.json",
-               "--ipam-memory").returncode == 2
+    assert (
+        run(
+            "profile",
+            "get",
+            "--cloud-provider-hint",
+            "none",
+            "--device",
+            "eth0",
+            "--claim-uid",
+            "c",
+            "--config",
+            "/nonexistent.json",
+            "--ipam-memory",
+        ).returncode
+        == 2
+    )
 
 
-def test_describe_without_provider_lists_nics(bare_metal: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_describe_without_provider_lists_nics(
+    bare_metal: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["describe", "--host-root", str(bare_metal), "-o", "json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert out["provider"] == "none" and out["instance"] is None
-    assert out["devices"] == [{"device": {"mac_address": "3c:ec:ef:00:00:01", "name": "eno1"},
-                               "attributes": {}, "config": None}]
+    assert out["devices"] == [
+        {
+            "device": {"mac_address": "3c:ec:ef:00:00:01", "name": "eno1"},
+            "attributes": {},
+            "config": None,
+        }
+    ]
 
 
-def test_profile_without_provider_is_denied(bare_metal: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["profile", "get", "--host-root", str(bare_metal), "--device", "eno1",
-                 "--claim-uid", "c1", "--ipam-memory", "--config", "-"][:-2])
+def test_profile_without_provider_is_denied(
+    bare_metal: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "profile",
+            "get",
+            "--host-root",
+            str(bare_metal),
+            "--device",
+            "eno1",
+            "--claim-uid",
+            "c1",
+            "--ipam-memory",
+            "--config",
+            "-",
+        ][:-2]
+    )
     assert code == 0  # no profile in the (empty) user config: nothing to ask
     config = json.dumps({"profile": "x", "interface": {"type": "ipvlan"}})
-    res = run("profile", "get", "--host-root", str(bare_metal), "--device", "eno1",
-              "--claim-uid", "c1", "--ipam-memory", "--config", "-", stdin=config)
+    res = run(
+        "profile",
+        "get",
+        "--host-root",
+        str(bare_metal),
+        "--device",
+        "eno1",
+        "--claim-uid",
+        "c1",
+        "--ipam-memory",
+        "--config",
+        "-",
+        stdin=config,
+    )
     assert res.returncode == 4
     assert "no profile provider" in res.stderr

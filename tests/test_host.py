@@ -44,8 +44,11 @@ def test_roles_derived_from_hooks() -> None:
 
 def test_no_evidence_means_none_and_no_load(tmp_path: Path) -> None:
     reg, cloud = registry()
-    host = ProviderHost(host_root=str(dmi_root(tmp_path, "Supermicro")), registry=reg,
-                        env={ENDPOINT_VAR: "http://127.0.0.1:9"})
+    host = ProviderHost(
+        host_root=str(dmi_root(tmp_path, "Supermicro")),
+        registry=reg,
+        env={ENDPOINT_VAR: "http://127.0.0.1:9"},
+    )
     det = host.start()
     assert det.provider == "none" and not det.explicit
     assert cloud.loads == 0
@@ -55,8 +58,9 @@ def test_no_evidence_means_none_and_no_load(tmp_path: Path) -> None:
 def test_evidence_and_confirmation(tmp_path: Path) -> None:
     reg, cloud = registry()
     with fake_emulator({MAC1: 8244}) as emu:
-        host = ProviderHost(host_root=str(dmi_root(tmp_path, "FakeCloud")), registry=reg,
-                            env=emu.env)
+        host = ProviderHost(
+            host_root=str(dmi_root(tmp_path, "FakeCloud")), registry=reg, env=emu.env
+        )
         det = host.start()
     assert det.provider == "fakecloud"
     assert "DMI sys_vendor=FakeCloud" in det.evidence
@@ -66,8 +70,11 @@ def test_evidence_and_confirmation(tmp_path: Path) -> None:
 
 def test_evidence_but_server_down_auto_is_none(tmp_path: Path) -> None:
     reg, _ = registry()
-    host = ProviderHost(host_root=str(dmi_root(tmp_path, "FakeCloud")), registry=reg,
-                        env={ENDPOINT_VAR: f"http://127.0.0.1:{free_port()}"})
+    host = ProviderHost(
+        host_root=str(dmi_root(tmp_path, "FakeCloud")),
+        registry=reg,
+        env={ENDPOINT_VAR: f"http://127.0.0.1:{free_port()}"},
+    )
     det = host.start()
     assert det.provider == "none"
     assert "fakecloud" in det.failures
@@ -76,9 +83,12 @@ def test_evidence_but_server_down_auto_is_none(tmp_path: Path) -> None:
 def test_explicit_server_down_raises_naming_endpoint(tmp_path: Path) -> None:
     reg, _ = registry()
     port = free_port()
-    host = ProviderHost(cloud_provider_hint="FAKECLOUD", registry=reg,
-                        host_root=str(dmi_root(tmp_path, "Supermicro")),
-                        env={ENDPOINT_VAR: f"http://127.0.0.1:{port}"})
+    host = ProviderHost(
+        cloud_provider_hint="FAKECLOUD",
+        registry=reg,
+        host_root=str(dmi_root(tmp_path, "Supermicro")),
+        env={ENDPOINT_VAR: f"http://127.0.0.1:{port}"},
+    )
     host.context.options.metadata_deadline = 0.5
     with pytest.raises(ProviderInitError) as err:
         host.start()
@@ -102,25 +112,32 @@ def test_none_hint_and_profile_role_checks(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         ProviderHost(cloud_provider_hint="fakeprofile", registry=reg).start()
     with pytest.raises(ConfigError):
-        ProviderHost(cloud_provider_hint="none", profile_provider="fakecloud",
-                     registry=reg).start()
+        ProviderHost(cloud_provider_hint="none", profile_provider="fakecloud", registry=reg).start()
 
 
 def started(tmp_path: Path, emu_env: dict[str, str], **kw: object) -> ProviderHost:
     reg, _ = registry(("fakeprofile", FakeProfile()), ("enricher", FakeEnricher()))
-    host = ProviderHost(host_root=str(dmi_root(tmp_path, "FakeCloud", {"eth1": MAC1})),
-                        registry=reg, env=emu_env, ipam=MemoryStore(), **kw)  # type: ignore[arg-type]
+    host = ProviderHost(
+        host_root=str(dmi_root(tmp_path, "FakeCloud", {"eth1": MAC1})),
+        registry=reg,
+        env=emu_env,
+        ipam=MemoryStore(),
+        **kw,
+    )  # type: ignore[arg-type]
     host.start()
     return host
 
 
-def test_attributes_validated_and_enriched(tmp_path: Path,
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_attributes_validated_and_enriched(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with fake_emulator({MAC1: 8244}) as emu, caplog.at_level(logging.WARNING):
         host = started(tmp_path, emu.env)
         attrs = host.device_attributes(DeviceIdentifiers(name="eth1", mac_address=MAC1))
     assert {k: v.value for k, v in attrs.items()} == {
-        "fake.dra.net/mtu": 8244, "vendor.example.com/firmware": "2.1.0"}
+        "fake.dra.net/mtu": 8244,
+        "vendor.example.com/firmware": "2.1.0",
+    }
     assert "fake.dra.net/bad-name" in caplog.text and "fake.dra.net/long" in caplog.text
 
 

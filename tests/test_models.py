@@ -20,18 +20,27 @@ from dranet_cloud.models import (
 DRANET_DOC = {
     "profile": "acme.com/overlay",
     "interface": {
-        "name": "net0", "type": "ipvlan", "unnumbered": False,
+        "name": "net0",
+        "type": "ipvlan",
+        "unnumbered": False,
         "addresses": ["10.24.3.7/32", "2001:db8::c0de:0:0:5/128"],
-        "dhcp": False, "mtu": 8244, "hardwareAddr": "42:01:c0:a8:01:02",
-        "gsoMaxSize": 65536, "groMaxSize": 65536,
-        "gsoIPv4MaxSize": 65536, "groIPv4MaxSize": 65536,
-        "disableEbpfPrograms": False, "forwarding": False,
-        "arpIgnore": 0, "arpAnnounce": 0,
+        "dhcp": False,
+        "mtu": 8244,
+        "hardwareAddr": "42:01:c0:a8:01:02",
+        "gsoMaxSize": 65536,
+        "groMaxSize": 65536,
+        "gsoIPv4MaxSize": 65536,
+        "groIPv4MaxSize": 65536,
+        "disableEbpfPrograms": False,
+        "forwarding": False,
+        "arpIgnore": 0,
+        "arpAnnounce": 0,
         "vrf": {"name": "vrf0", "table": 1100},
         "ipvlan": {"mode": "l2", "flag": "bridge"},
     },
-    "routes": [{"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "source": "", "scope": 0,
-                "table": 100}],
+    "routes": [
+        {"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "source": "", "scope": 0, "table": 100}
+    ],
     "rules": [{"priority": 100, "source": "10.0.0.0/24", "destination": "", "table": 100}],
     "neighbors": [{"destination": "10.0.0.1", "hardwareAddr": "42:01:0a:00:00:01"}],
     "ethtool": {"features": {"rx-checksum": True}, "privateFlags": {}},
@@ -93,7 +102,9 @@ def test_device_attribute_exactly_one() -> None:
         ({"type": "macvlan"}, "type"),
     ],
 )
-def test_validation_errors_name_the_field(interface: dict[str, object], field_fragment: str) -> None:
+def test_validation_errors_name_the_field(
+    interface: dict[str, object], field_fragment: str
+) -> None:
     with pytest.raises(ValidationError) as err:
         NetworkConfig.model_validate({"interface": interface})
     text = str(err.value)
@@ -103,7 +114,8 @@ def test_validation_errors_name_the_field(interface: dict[str, object], field_fr
 
 def test_valid_ipvlan_unnumbered() -> None:
     cfg = NetworkConfig.model_validate(
-        {"interface": {"type": "ipvlan", "unnumbered": True, "ipvlan": {"mode": "l3"}}})
+        {"interface": {"type": "ipvlan", "unnumbered": True, "ipvlan": {"mode": "l3"}}}
+    )
     assert cfg.wants_ipvlan
 
 
@@ -117,7 +129,11 @@ def test_capabilities_strict() -> None:
 
 
 def test_profile_request_wire_shape() -> None:
-    req = ProfileRequest(device=DeviceIdentifiers(name="eth1"), claim_uid="u1",
-                         config=NetworkConfig(profile="p"))
-    assert req.to_wire() == {"device": {"name": "eth1"}, "claim_uid": "u1",
-                             "config": {"profile": "p", "interface": {}}}
+    req = ProfileRequest(
+        device=DeviceIdentifiers(name="eth1"), claim_uid="u1", config=NetworkConfig(profile="p")
+    )
+    assert req.to_wire() == {
+        "device": {"name": "eth1"},
+        "claim_uid": "u1",
+        "config": {"profile": "p", "interface": {}},
+    }

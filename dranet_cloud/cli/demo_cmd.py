@@ -24,9 +24,11 @@ DEFAULT_DEMO_PLUGIN = "gce"
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the main job against an emulated cloud on loopback")
-    p.add_argument("--plugin", default=DEFAULT_DEMO_PLUGIN,
-                   help=f"which plugin's emulator and sample node to use "
-                        f"(default {DEFAULT_DEMO_PLUGIN})")
+    p.add_argument(
+        "--plugin",
+        default=DEFAULT_DEMO_PLUGIN,
+        help=f"which plugin's emulator and sample node to use (default {DEFAULT_DEMO_PLUGIN})",
+    )
     p.add_argument("--variant", default=None, help="sample host variant of the plugin")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
@@ -72,8 +74,12 @@ def run(args: argparse.Namespace) -> int:
             report.step(f"started the {name} metadata emulator", f"{emu.url}  env {emu.env}")
             report.step("wrote a sample node", f"{sample.description}\nhost root {sample.root}")
             store_path = tmpdir / "ipam.db"
-            host = ProviderHost(host_root=str(sample.root), env=emu.env, registry=reg,
-                                ipam_factory=lambda: open_store(str(store_path)))
+            host = ProviderHost(
+                host_root=str(sample.root),
+                env=emu.env,
+                registry=reg,
+                ipam_factory=lambda: open_store(str(store_path)),
+            )
             t0 = time.perf_counter()
             det = host.start()
             report.step(
@@ -81,46 +87,68 @@ def run(args: argparse.Namespace) -> int:
                 f"provider {det.provider} in {det.elapsed_ms:.2f} ms ({det.evidence}); "
                 f"instance loaded in {(time.perf_counter() - t0) * 1000:.1f} ms, "
                 f"{len(emu.log)} metadata request(s)",
-                det.to_json(), ok=det.provider == name,
+                det.to_json(),
+                ok=det.provider == name,
             )
             devices = sample_devices(host)
             lines, described = [], []
             for dev in devices:
                 attrs = host.device_attributes(dev)
                 cfg = host.device_config(dev)
-                described.append({"device": dev.to_wire(),
-                                  "attributes": {k: v.to_wire() for k, v in attrs.items()},
-                                  "config": cfg.to_wire() if cfg else None})
+                described.append(
+                    {
+                        "device": dev.to_wire(),
+                        "attributes": {k: v.to_wire() for k, v in attrs.items()},
+                        "config": cfg.to_wire() if cfg else None,
+                    }
+                )
                 mtu = cfg.interface.mtu if cfg else None
-                lines.append(f"{dev.name:<8} {dev.mac_address or '':<18} mtu={mtu} "
-                             f"routes={len(cfg.routes or []) if cfg else 0} "
-                             f"neighbors={len(cfg.neighbors or []) if cfg else 0} "
-                             f"attributes={len(attrs)}")
-            report.step(f"described {len(devices)} NICs", "\n".join(lines), described,
-                        ok=bool(devices) and all(d["config"] for d in described))
+                lines.append(
+                    f"{dev.name:<8} {dev.mac_address or '':<18} mtu={mtu} "
+                    f"routes={len(cfg.routes or []) if cfg else 0} "
+                    f"neighbors={len(cfg.neighbors or []) if cfg else 0} "
+                    f"attributes={len(attrs)}"
+                )
+            report.step(
+                f"described {len(devices)} NICs",
+                "\n".join(lines),
+                described,
+                ok=bool(devices) and all(d["config"] for d in described),
+            )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
             if claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
                 user = NetworkConfig.model_validate(
-                    {"profile": f"{name}-subinterface", "interface": {"type": "ipvlan"}})
+                    {"profile": f"{name}-subinterface", "interface": {"type": "ipvlan"}}
+                )
                 a1 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
                 a2 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
-                report.step(f"claim-a on {claim_dev.name}: IPVLAN subinterface addresses",
-                            f"first call {a1}\nretry      {a2} "
-                            f"({'same' if a1 == a2 else 'DIFFERENT'})",
-                            {"first": a1, "retry": a2}, ok=bool(a1) and a1 == a2)
+                report.step(
+                    f"claim-a on {claim_dev.name}: IPVLAN subinterface addresses",
+                    f"first call {a1}\nretry      {a2} ({'same' if a1 == a2 else 'DIFFERENT'})",
+                    {"first": a1, "retry": a2},
+                    ok=bool(a1) and a1 == a2,
+                )
                 b = host.network_config(claim_dev, "claim-b", user).interface.addresses or []
-                report.step(f"claim-b on {claim_dev.name}", f"{b} (distinct from claim-a: "
-                            f"{not set(a1) & set(b)})", b, ok=bool(b) and not set(a1) & set(b))
+                report.step(
+                    f"claim-b on {claim_dev.name}",
+                    f"{b} (distinct from claim-a: {not set(a1) & set(b)})",
+                    b,
+                    ok=bool(b) and not set(a1) & set(b),
+                )
                 held = [f"{a.owner} {a.address}" for a in host.context.ipam.list()]
-                report.step("IPAM store holds", "\n".join(held), held, ok=len(held) == len(a1) + len(b))
+                report.step(
+                    "IPAM store holds", "\n".join(held), held, ok=len(held) == len(a1) + len(b)
+                )
                 r1 = host.release(claim_dev, "claim-a")
                 r2 = host.release(claim_dev, "claim-b")
                 left = host.context.ipam.list()
-                report.step("released both claims",
-                            f"release ok: {r1 and r2}; allocations left: {len(left)}",
-                            ok=r1 and r2 and not left)
+                report.step(
+                    "released both claims",
+                    f"release ok: {r1 and r2}; allocations left: {len(left)}",
+                    ok=r1 and r2 and not left,
+                )
             host.close()
             report.step("metadata requests served by the emulator", str(len(emu.log)))
         finally:
@@ -129,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump({"ok": not report.failed, "steps": report.steps}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write("demo " + ("FAILED\n" if report.failed else "finished: all checks passed\n"))
+        sys.stdout.write(
+            "demo " + ("FAILED\n" if report.failed else "finished: all checks passed\n")
+        )
     return 1 if report.failed else 0
 
 

@@ -14,12 +14,24 @@ from ..errors import ConfigError
 def register(sub: Any) -> None:
     p = sub.add_parser("emulate", help="serve a plugin's metadata emulator on loopback")
     p.add_argument("plugin", help="plugin name (gce, aws, aliyun, ...)")
-    p.add_argument("--listen", default="127.0.0.1:0", metavar="ADDR",
-                   help="127.0.0.1:PORT, [::1]:PORT or unix:///path (default 127.0.0.1:0)")
-    p.add_argument("--fixture", default=None, metavar="FILE",
-                   help="JSON metadata tree replacing the built-in sample instance")
-    p.add_argument("--faults", default=None, metavar="SPEC",
-                   help="fault injection, e.g. 'unavailable-for=3' or 'status=503,503,200'")
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        metavar="ADDR",
+        help="127.0.0.1:PORT, [::1]:PORT or unix:///path (default 127.0.0.1:0)",
+    )
+    p.add_argument(
+        "--fixture",
+        default=None,
+        metavar="FILE",
+        help="JSON metadata tree replacing the built-in sample instance",
+    )
+    p.add_argument(
+        "--faults",
+        default=None,
+        metavar="SPEC",
+        help="fault injection, e.g. 'unavailable-for=3' or 'status=503,503,200'",
+    )
     p.set_defaults(func=run)
 
 
@@ -29,8 +41,8 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
     reg = PluginRegistry()
     name = reg.resolve(plugin, flag="emulate")
     if name is None or not reg.implements(name, "emulator"):
-        raise ConfigError(f"plugin {plugin!r} ships no emulator "
-                          f"(plugins with one: {', '.join(n for n in reg.names() if reg.implements(n, 'emulator'))})")
+        with_one = ", ".join(n for n in reg.names() if reg.implements(n, "emulator"))
+        raise ConfigError(f"plugin {plugin!r} ships no emulator (plugins with one: {with_one})")
     path = Path(fixture) if fixture else None
     if path is not None and not path.is_file():
         raise ConfigError(f"--fixture {fixture}: no such file")

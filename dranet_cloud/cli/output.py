@@ -10,8 +10,13 @@ from typing import Any
 
 
 def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                        help="output format (default: table)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="output format (default: table)",
+    )
 
 
 def emit_json(data: Any) -> None:

@@ -21,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit_json([i.to_json() for i in infos])
     else:
-        emit_table(("NAME", "DISTRIBUTION", "VERSION", "ROLES"),
-                   [(i.name, i.distribution, i.version, ",".join(i.roles)) for i in infos])
+        emit_table(
+            ("NAME", "DISTRIBUTION", "VERSION", "ROLES"),
+            [(i.name, i.distribution, i.version, ",".join(i.roles)) for i in infos],
+        )
     return 0

@@ -19,9 +19,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser("describe", help="attributes and config of the node's NICs")
     add_provider_flags(p)
     add_output_flag(p)
-    p.add_argument("--device", action="append", default=[], metavar="SPEC",
-                   help="name=eth1,mac=..,pci=.. or a bare name (repeatable); "
-                        "default: every NIC under <host-root>/sys/class/net")
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="name=eth1,mac=..,pci=.. or a bare name (repeatable); "
+        "default: every NIC under <host-root>/sys/class/net",
+    )
     p.set_defaults(func=run_describe)
 
     prof = sub.add_parser("profile", help="run the per-claim precedence chain")
@@ -34,11 +39,16 @@ def register(sub: Any) -> None:
         p = psub.add_parser(action, help=helptext)
         add_provider_flags(p, ipam=True)
         add_output_flag(p)
-        p.add_argument("--device", required=True, metavar="SPEC",
-                       help="name=eth1,mac=..,pci=.. or a bare name")
+        p.add_argument(
+            "--device", required=True, metavar="SPEC", help="name=eth1,mac=..,pci=.. or a bare name"
+        )
         p.add_argument("--claim-uid", required=True, metavar="UID")
-        p.add_argument("--config", default=None, metavar="FILE",
-                       help="the claim's NetworkConfig JSON (user intent), '-' for stdin")
+        p.add_argument(
+            "--config",
+            default=None,
+            metavar="FILE",
+            help="the claim's NetworkConfig JSON (user intent), '-' for stdin",
+        )
         p.set_defaults(func=func)
 
 
@@ -73,11 +83,13 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
     }
     for dev in devices:
         config = host.device_config(dev)
-        out["devices"].append({
-            "device": dev.to_wire(),
-            "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
-            "config": config.to_wire() if config is not None else None,
-        })
+        out["devices"].append(
+            {
+                "device": dev.to_wire(),
+                "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
+                "config": config.to_wire() if config is not None else None,
+            }
+        )
     host.close()
     return out
 
@@ -92,11 +104,19 @@ def run_describe(args: argparse.Namespace) -> int:
     for d in data["devices"]:
         dev, cfg = d["device"], d["config"] or {}
         iface = cfg.get("interface", {})
-        attrs = ", ".join(f"{k.rpartition('/')[2]}={next(iter(v.values()))}"
-                          for k, v in d["attributes"].items())
-        rows.append((dev["name"], dev.get("mac_address", ""), iface.get("mtu", ""),
-                     len(cfg.get("routes", []) or []), len(cfg.get("neighbors", []) or []),
-                     attrs))
+        attrs = ", ".join(
+            f"{k.rpartition('/')[2]}={next(iter(v.values()))}" for k, v in d["attributes"].items()
+        )
+        rows.append(
+            (
+                dev["name"],
+                dev.get("mac_address", ""),
+                iface.get("mtu", ""),
+                len(cfg.get("routes", []) or []),
+                len(cfg.get("neighbors", []) or []),
+                attrs,
+            )
+        )
     emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "ATTRIBUTES"), rows)
     return 0
 
@@ -126,6 +146,5 @@ def run_profile_release(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit_json(data)
     else:
-        emit_pairs([("device", device.label()), ("claim_uid", args.claim_uid),
-                    ("released", ok)])
+        emit_pairs([("device", device.label()), ("claim_uid", args.claim_uid), ("released", ok)])
     return 0 if ok else 5

@@ -55,8 +55,8 @@ def record_connections() -> Iterator[list[Any]]:
         attempts.append(address)
         raise OSError("conformance: network I/O during local detection")
 
-    socket.socket.connect = spy  # type: ignore[method-assign]
-    socket.socket.connect_ex = spy  # type: ignore[method-assign]
+    socket.socket.connect = spy  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = spy  # type: ignore[method-assign,assignment]
     try:
         yield attempts
     finally:
