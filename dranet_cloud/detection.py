@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .context import ProviderContext
+from .hookspecs import CONFIGURED_EVIDENCE
 from .plugins import PluginRegistry
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,8 @@ def _confirm(
     return str(result) if result else None
 
 
-def _ordered(
-    candidates: list[str], confirmed: dict[str, str], registry: PluginRegistry
-) -> str | None:
-    # A plugin whose evidence is the node's hardware outranks one whose
-    # evidence is configuration (a webhook URL): the latter has no "cloud"
-    # evidence of its own, so it is listed last by the plugins themselves.
+def _ordered(candidates: list[str], confirmed: dict[str, str]) -> str | None:
+    """The best-ranked confirmed candidate (``candidates`` is in rank order)."""
     for name in candidates:
         if name in confirmed:
             return name
@@ -83,7 +80,7 @@ def detect(
         candidates = {
             n: "DMI unreadable; probing because --probe-metadata was given"
             for n in registry.with_role("cloud")
-            if registry.implements(n, "confirm_environment") and n != "webhook"
+            if registry.implements(n, "confirm_environment")
         }
     if not candidates:
         return DetectionResult(
@@ -93,7 +90,8 @@ def detect(
             (time.perf_counter() - start) * 1000,
         )
 
-    order = sorted(candidates, key=lambda n: (candidates[n].startswith("webhook"), n))
+    # Hardware evidence (DMI) outranks configuration (a webhook URL).
+    order = sorted(candidates, key=lambda n: (candidates[n].startswith(CONFIGURED_EVIDENCE), n))
     timeout = context.options.probe_timeout
     confirmed: dict[str, str] = {}
     failures: dict[str, str] = {}
@@ -131,7 +129,7 @@ def detect(
                 except Exception as exc:
                     failures[name] = str(exc)
             # The best-ranked candidate answered: no need to wait for the rest.
-            best = _ordered(order, confirmed, registry)
+            best = _ordered(order, confirmed)
             if best is not None and all(
                 n in confirmed or n in failures for n in order[: order.index(best)]
             ):
@@ -147,7 +145,7 @@ def detect(
             candidates[name],
             why,
         )
-    chosen = _ordered(order, confirmed, registry)
+    chosen = _ordered(order, confirmed)
     elapsed = (time.perf_counter() - start) * 1000
     if chosen is None:
         return DetectionResult(

@@ -30,6 +30,11 @@ PROJECT = "dranet_cloud"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+# Prefix of local evidence that comes from configuration (a URL in the
+# environment) rather than from the node itself; it ranks after hardware
+# evidence when several plugins are confirmed.
+CONFIGURED_EVIDENCE = "configured: "
+
 
 @hookspec(firstresult=True)
 def local_evidence(context: ProviderContext) -> str | None:
@@ -39,8 +44,9 @@ def local_evidence(context: ProviderContext) -> str | None:
     before any network I/O.  Read DMI/sysfs through ``context.host_root`` only;
     never touch the network here (it must cost microseconds).  Return a short
     human description of the evidence (``"DMI product_name=Google Compute
-    Engine"``) or ``None`` when there is none.  The webhook plugin's evidence
-    is a configured URL.
+    Engine"``) or ``None`` when there is none.  Evidence that is only
+    configuration (the webhook plugin's URL) starts with
+    :data:`CONFIGURED_EVIDENCE` so that hardware evidence outranks it.
     """
 
 

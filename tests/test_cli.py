@@ -141,3 +141,13 @@ def test_profile_without_provider_is_denied(
     )
     assert res.returncode == 4
     assert "no profile provider" in res.stderr
+
+
+def test_bare_metal_start_does_no_network_io_with_all_plugins(bare_metal: Path) -> None:
+    from dranet_cloud.host import ProviderHost
+    from dranet_cloud.testing.conformance import record_connections
+
+    with record_connections() as attempts:
+        det = ProviderHost(host_root=str(bare_metal), env={}).start()
+    assert det.provider == "none"
+    assert attempts == []

@@ -35,7 +35,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from dranet_cloud.testing import (
     render_listing,
     tree_lookup,
 )
+from dranet_cloud.testing.fixtures import load_fixture_json
 
 from .imds import ENDPOINT_ENV, SDK_ENDPOINT_ENV, TOKEN_HEADER, TOKEN_PATH, TOKEN_TTL_HEADER
 
@@ -74,19 +74,7 @@ _NOT_FOUND_PAGE = """<?xml version="1.0" encoding="iso-8859-1"?>
 
 def load_fixture(fixture: Path | None) -> dict[str, Any]:
     """The fixture tree (the built-in one for ``None``), checked for its shape."""
-    if fixture is None:
-        text = resources.files(__package__).joinpath("fixtures", DEFAULT_FIXTURE).read_text()
-        where = f"built-in fixture {DEFAULT_FIXTURE}"
-    else:
-        where = f"fixture {fixture}"
-        try:
-            text = Path(fixture).read_text()
-        except OSError as exc:
-            raise ConfigError(f"aws emulator: cannot read {where}: {exc}") from exc
-    try:
-        tree = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"aws emulator: {where} is not JSON: {exc}") from exc
+    tree, where = load_fixture_json("aws", __package__, DEFAULT_FIXTURE, fixture)
     shape = '{"meta-data": {...}, "dynamic": {"instance-identity": {"document": {...}}}}'
     if not isinstance(tree, dict) or not isinstance(tree.get("meta-data"), dict):
         raise ConfigError(f"aws emulator: {where} must have the shape {shape}")

@@ -26,15 +26,14 @@ topology.  ``--fixture FILE`` takes the recursive answer's shape,
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import Emulator, Request, Response, render_leaf
+from dranet_cloud.testing.fixtures import load_fixture_json
 
 from .metadata_source import ENDPOINT_ENV, FLAVOR_HEADER, FLAVOR_VALUE, HOST_ENV
 
@@ -59,19 +58,7 @@ def camel(segment: str) -> str:
 
 def load_fixture(fixture: Path | None) -> dict[str, Any]:
     """The fixture tree (the built-in one for ``None``), checked for its shape."""
-    if fixture is None:
-        text = resources.files(__package__).joinpath("fixtures", DEFAULT_FIXTURE).read_text()
-        where = f"built-in fixture {DEFAULT_FIXTURE}"
-    else:
-        where = f"fixture {fixture}"
-        try:
-            text = Path(fixture).read_text()
-        except OSError as exc:
-            raise ConfigError(f"gce emulator: cannot read {where}: {exc}") from exc
-    try:
-        tree = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"gce emulator: {where} is not JSON: {exc}") from exc
+    tree, where = load_fixture_json("gce", __package__, DEFAULT_FIXTURE, fixture)
     if not isinstance(tree, dict) or not isinstance(tree.get("instance"), dict):
         raise ConfigError(
             f"gce emulator: {where} must have the recursive answer's shape "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
 from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
 from .endpoint import (
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def local_evidence(context: ProviderContext) -> str | None:
     """The webhook's evidence is simply a configured URL (no I/O)."""
     url = configured_url(context)
-    return f"webhook URL {url}" if url else None
+    return f"{CONFIGURED_EVIDENCE}webhook URL {url}" if url else None
 
 
 @hookimpl

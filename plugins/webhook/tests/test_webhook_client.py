@@ -128,7 +128,7 @@ def test_auto_detection_ignores_a_non_webhook_and_raises_only_unavailable(
 
 def test_auto_detection_with_a_malformed_url_is_unavailable_not_a_crash() -> None:
     bad = ProviderContext(options=ProviderOptions(webhook_url="ftp://x"), env={})
-    assert plugin.local_evidence(bad) == "webhook URL ftp://x"
+    assert plugin.local_evidence(bad) == "configured: webhook URL ftp://x"
     with pytest.raises(ProviderUnavailable, match="unsupported scheme"):
         plugin.confirm_environment(bad, timeout=0.2)
 

@@ -40,7 +40,7 @@ def start(ctx: ProviderContext) -> WebhookInstance:
 def test_every_call_round_trips(serve: Any, context_for: Any, transport: str) -> None:
     server = serve(transport, hyphen_attr=True)
     ctx = context_for(server.url)
-    assert plugin.local_evidence(ctx) == f"webhook URL {server.url}"
+    assert plugin.local_evidence(ctx) == f"configured: webhook URL {server.url}"
     confirmed = plugin.confirm_environment(ctx, 1.0)
     assert confirmed is not None and "cloudProvider=true, profileProvider=true" in confirmed
     inst = start(ctx)

@@ -1,0 +1,48 @@
+"""`dranet-cloud demo` against every plugin's emulator: the README's main job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dranet_cloud.cli.main import main
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--plugin", "aws"],
+        ["--plugin", "aliyun"],
+        ["--plugin", "aliyun", "--variant", "bond"],
+        ["--plugin", "webhook"],
+    ],
+    ids=["gce", "aws", "aliyun", "aliyun-bond", "webhook"],
+)
+def test_demo_passes_its_own_checks(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["demo", *args, "-o", "json"])
+    report = json.loads(capsys.readouterr().out)
+    failed = [s["step"] for s in report["steps"] if not s["ok"]]
+    assert code == 0 and report["ok"], failed
+    steps = {s["step"].split(" on ")[0]: s for s in report["steps"]}
+    first, retry = steps["claim-a"]["data"]["first"], steps["claim-a"]["data"]["retry"]
+    assert first and first == retry
+    assert steps["claim-b"]["data"] and not set(first) & set(steps["claim-b"]["data"])
+
+
+def test_demo_gce_describes_nine_nics(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    described = next(s for s in report["steps"] if s["step"].startswith("described"))
+    assert len(described["data"]) == 9
+    for dev in described["data"]:
+        cfg = dev["config"]
+        assert cfg["interface"]["mtu"] in (1460, 8244)
+        assert cfg["routes"] and cfg["neighbors"]
+        assert "gce.dra.net/machineType" in dev["attributes"]
+
+
+def test_unknown_demo_plugin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--plugin", "azure"]) == 2
+    assert "pip install dranet-cloud-azure" in capsys.readouterr().err
