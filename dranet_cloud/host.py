@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
@@ -28,7 +28,6 @@ from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
 from .hostroot import HostRoot
-from .ipam.base import IpamStore
 from .models import (
     AttributeMap,
     Capabilities,
@@ -38,6 +37,9 @@ from .models import (
     validate_network_config,
 )
 from .plugins import PluginRegistry
+
+if TYPE_CHECKING:
+    from .ipam.base import IpamStore
 
 log = logging.getLogger(__name__)
 
