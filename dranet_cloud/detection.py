@@ -75,7 +75,9 @@ def detect(
     """Pick the environment's cloud plugin, or ``none``."""
     start = time.perf_counter()
     candidates = _local_candidates(registry, context)
+    probing_blind = False
     if not candidates and probe_metadata and not context.host_root.dmi_readable():
+        probing_blind = True
         # DMI is hidden (some containers): the operator opted in to probing.
         candidates = {
             n: "DMI unreadable; probing because --probe-metadata was given"
@@ -138,20 +140,26 @@ def detect(
             failures.setdefault(futures[fut], "no answer before the detection deadline")
         pool.shutdown(wait=False, cancel_futures=True)
 
+    chosen = _ordered(order, confirmed)
     for name, why in failures.items():
-        log.info(
+        # Evidence that goes unconfirmed is worth an operator's attention
+        # (a firewalled metadata server, a webhook that is down), unless we
+        # were only probing blind because DMI was unreadable.
+        level = logging.INFO if probing_blind or name == chosen else logging.WARNING
+        log.log(
+            level,
             "detection: %s had local evidence (%s) but was not confirmed: %s",
             name,
             candidates[name],
             why,
         )
-    chosen = _ordered(order, confirmed)
     elapsed = (time.perf_counter() - start) * 1000
     if chosen is None:
+        reasons = "; ".join(f"{n}: {why}" for n, why in failures.items())
         return DetectionResult(
             NO_PROVIDER,
             False,
-            "local evidence found but no metadata service confirmed it",
+            f"local evidence found but not confirmed ({reasons})",
             elapsed,
             candidates,
             failures,

@@ -33,6 +33,7 @@ from .models import (
     Capabilities,
     DeviceIdentifiers,
     NetworkConfig,
+    describe_validation_error,
     merge_network_config,
     validate_network_config,
 )
@@ -151,6 +152,8 @@ class ProviderHost:
         if explicit_profile is not None:
             if explicit_profile not in self._instances:
                 self._init_plugin(explicit_profile, explicit=True, roles={"profile"})
+            else:  # started as the (auto-detected) cloud plugin: still check it
+                self._require_roles(explicit_profile, {"profile"})
             self.profile = explicit_profile
         elif (
             self.profile_provider == PROFILE_FROM_CLOUD
@@ -210,16 +213,21 @@ class ProviderHost:
             return False
         self._instances[name] = instance
         self._last_refresh[name] = 0.0
-        served = instance.serving_roles()
-        if explicit and served is not None:
-            missing = roles - set(served)
-            if missing:
-                raise ProviderInitError(
-                    f"{name} was requested explicitly for the {'/'.join(sorted(missing))} role "
-                    f"but it declares only: {', '.join(sorted(served)) or 'no role'}"
-                    f"{' (' + instance.endpoint + ')' if instance.endpoint else ''}"
-                )
+        if explicit:
+            self._require_roles(name, roles)
         return True
+
+    def _require_roles(self, name: str, roles: set[str]) -> None:
+        """Refuse to start when an explicitly requested role is not served."""
+        instance = self._instances[name]
+        served = instance.serving_roles()
+        missing = roles - set(served) if served is not None else set()
+        if missing:
+            raise ProviderInitError(
+                f"{name} was requested explicitly for the {'/'.join(sorted(missing))} role "
+                f"but it declares only: {', '.join(sorted(served or ())) or 'no role'}"
+                f"{' (' + instance.endpoint + ')' if instance.endpoint else ''}"
+            )
 
     # --- status --------------------------------------------------------------
 
@@ -358,6 +366,12 @@ class ProviderHost:
         self._require_started()
         if not claim_uid:
             raise ProfileDenied("a claim UID is required for a profile", status=400)
+        if not config.profile:
+            raise ProfileDenied(
+                f"config.profile is empty for device {device.label()}: a profile is asked for "
+                "only when the claim's merged config names one",
+                status=400,
+            )
         plugin = self.profile_routes.get(config.profile or "", self.profile)
         if plugin is None:
             raise ProfileDenied(
@@ -401,7 +415,9 @@ class ProviderHost:
             return validate_network_config(merged)
         except ValueError as exc:
             raise ProfileDenied(
-                f"the final config for device {device.label()} is invalid: {exc}", status=400
+                f"the final config for device {device.label()} is invalid: "
+                f"{describe_validation_error(exc)}",
+                status=400,
             ) from exc
 
     def release(

@@ -96,7 +96,7 @@ class DeviceIdentifiers(WireModel):
 
     def label(self) -> str:
         """A short human name for logs and errors."""
-        parts = [self.name or "?"]
+        parts = [self.name or "(unnamed)"]
         if self.mac_address:
             parts.append(self.mac_address)
         if self.pci_address:
@@ -373,6 +373,19 @@ def merge_network_config(user: NetworkConfig | None, base: NetworkConfig | None)
         neighbors=_merge_list(user.neighbors, base.neighbors, NeighborConfig.dedup_key),
         ethtool=_merge_model(user.ethtool, base.ethtool),
     )
+
+
+def describe_validation_error(exc: Exception) -> str:
+    """One line per problem, ``field.path: message``, without pydantic's URLs."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "(document)"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
 
 
 def validate_network_config(config: NetworkConfig) -> NetworkConfig:

@@ -116,10 +116,10 @@ class PluginRegistry:
     def with_role(self, role: str) -> list[str]:
         return [n for n in self.names() if role in self.roles(n)]
 
-    def resolve(self, requested: str, *, flag: str) -> str | None:
+    def resolve(self, requested: str, *, flag: str, allow_none: bool = True) -> str | None:
         """Map a DRANET-style name to an installed plugin; ``None`` for none."""
         key = requested.strip().lower()
-        if key in NONE_NAMES:
+        if key in NONE_NAMES and allow_none:
             return None
         name = HINT_ALIASES.get(key, key)
         if self.pm.get_plugin(name) is None:
@@ -127,7 +127,7 @@ class PluginRegistry:
             fix = f"pip install dranet-cloud-{name}" if name.isidentifier() else "check the name"
             raise ConfigError(
                 f"{flag} {requested!r} names no installed plugin (installed: {installed}); "
-                f"{fix}, or use one of the installed names or 'none'"
+                f"{fix}, or use one of the installed names" + (" or 'none'" if allow_none else "")
             )
         return name
 

@@ -151,3 +151,18 @@ def test_bare_metal_start_does_no_network_io_with_all_plugins(bare_metal: Path) 
         det = ProviderHost(host_root=str(bare_metal), env={}).start()
     assert det.provider == "none"
     assert attempts == []
+
+
+def test_invalid_config_message_is_readable(bare_metal: Path) -> None:
+    res = run("profile", "get", "--host-root", str(bare_metal), "--device", "eno1",
+              "--claim-uid", "c1", "--ipam-memory", "--config", "-",
+              stdin='{"interface": {"mtu": "big"}}')  # fmt: skip
+    assert res.returncode == 2
+    assert "interface.mtu" in res.stderr
+    assert "errors.pydantic.dev" not in res.stderr
+
+
+def test_emulate_unknown_plugin_does_not_offer_none() -> None:
+    res = run("emulate", "azure")
+    assert res.returncode == 2
+    assert "'none'" not in res.stderr and "gce" in res.stderr

@@ -286,7 +286,17 @@ def test_faults_parse_and_round_trip() -> None:
 
 
 @pytest.mark.parametrize(
-    "spec", ["bogus=1", "status=abc", "status=42", "delay=-1", "drop=x", "malformed=maybe"]
+    "spec",
+    [
+        "bogus=1",
+        "status=abc",
+        "status=42",
+        "delay=-1",
+        "drop=x",
+        "malformed=maybe",
+        "strip-headers",
+        "strip-headers=",
+    ],
 )
 def test_faults_parse_rejects_bad_items(spec: str) -> None:
     with pytest.raises(ValueError, match="fault spec"):

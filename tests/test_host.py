@@ -205,3 +205,31 @@ def test_device_config_cached_and_hot_attach_refresh(tmp_path: Path) -> None:
         # a second unknown MAC right away does not hammer the metadata server
         host.device_config(DeviceIdentifiers(name="eth3", mac_address="42:01:0a:00:00:09"))
         assert [r.path for r in emu.log].count("/meta") == 2
+
+
+def test_profile_call_without_profile_name_is_a_400(tmp_path: Path) -> None:
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
+    with pytest.raises(ProfileDenied) as err:
+        host.profile_config(DeviceIdentifiers(name=""), "c1", NetworkConfig())
+    assert err.value.status == 400
+    assert "config.profile is empty" in str(err.value) and "(unnamed)" in str(err.value)
+
+
+def test_unconfirmed_evidence_is_a_warning_naming_plugin_and_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    reg, _ = registry()
+    port = free_port()
+    host = ProviderHost(
+        host_root=str(dmi_root(tmp_path, "FakeCloud")),
+        registry=reg,
+        env={ENDPOINT_VAR: f"http://127.0.0.1:{port}"},
+    )
+    with caplog.at_level(logging.WARNING):
+        det = host.start()
+    assert det.provider == "none"
+    assert "fakecloud" in det.evidence and f"127.0.0.1:{port}" in det.evidence
+    assert any(
+        r.levelno == logging.WARNING and "fakecloud" in r.getMessage() for r in caplog.records
+    )

@@ -200,7 +200,7 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
 def read_config(path: str | None) -> NetworkConfig | None:
     from pydantic import ValidationError
 
-    from ..models import NetworkConfig
+    from ..models import NetworkConfig, describe_validation_error
 
     if not path:
         return None
@@ -209,6 +209,12 @@ def read_config(path: str | None) -> NetworkConfig | None:
     except OSError as exc:
         raise ConfigError(f"--config {path}: {exc}") from None
     try:
-        return NetworkConfig.model_validate(json.loads(raw))
-    except (ValueError, ValidationError) as exc:
-        raise ConfigError(f"--config {path}: not a valid NetworkConfig: {exc}") from None
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"--config {path}: not JSON: {exc}") from None
+    try:
+        return NetworkConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"--config {path}: not a valid NetworkConfig: {describe_validation_error(exc)}"
+        ) from None

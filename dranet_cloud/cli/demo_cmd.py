@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = _Report(args.output == "json")
     reg = PluginRegistry()
-    name = reg.resolve(args.plugin, flag="--plugin")
+    name = reg.resolve(args.plugin, flag="--plugin", allow_none=False)
     if name is None or not reg.implements(name, "sample_host"):
         raise ConfigError(f"plugin {args.plugin!r} ships no sample host for a demo")
     with tempfile.TemporaryDirectory(prefix="dranet-cloud-demo-") as tmp:

@@ -39,7 +39,7 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
     from ..plugins import PluginRegistry
 
     reg = PluginRegistry()
-    name = reg.resolve(plugin, flag="emulate")
+    name = reg.resolve(plugin, flag="emulate", allow_none=False)
     if name is None or not reg.implements(name, "emulator"):
         with_one = ", ".join(n for n in reg.names() if reg.implements(n, "emulator"))
         raise ConfigError(f"plugin {plugin!r} ships no emulator (plugins with one: {with_one})")

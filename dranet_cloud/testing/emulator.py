@@ -388,6 +388,8 @@ def _parse_spec(spec: str) -> dict[str, Any]:
                 out["drop"] = int(_non_negative(int(value)))
             elif key == "strip-headers":
                 out["strip_headers"] = [h.strip() for h in value.split(",") if h.strip()]
+                if not out["strip_headers"]:
+                    raise ValueError("name the headers, e.g. strip-headers=Metadata-Flavor")
             elif key == "oversize":
                 out["oversize"] = int(_non_negative(int(value)))
             elif key in ("malformed", "chunked"):

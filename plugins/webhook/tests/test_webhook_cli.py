@@ -296,3 +296,15 @@ def test_gce_cloud_and_webhook_profiles_mix(
     calls = server.webhook.calls
     assert calls["/GetProfileConfig"] == 1
     assert calls["/GetDeviceAttributes"] == 0 and calls["/GetDeviceConfig"] == 0
+
+
+def test_explicit_profile_webhook_without_profile_role_fails_even_when_auto_detected(
+    cli: Any, serve: Any, sample_root: Path
+) -> None:
+    # No cloud hint: auto-detection picks the webhook for the cloud role (its
+    # URL is the evidence); the explicit profile role must still be checked.
+    url = serve(health="ok", cloud=True, profile=False).url
+    result = cli("detect", "--profile-provider", "webhook", "--webhook-url", url,
+                 "--host-root", str(sample_root))  # fmt: skip
+    assert result.code == 3, result.stdout + result.stderr
+    assert "requested explicitly for the profile role" in result.stderr and url in result.stderr
