@@ -4,6 +4,11 @@ the node-local IPAM store, and the environment to read overrides from.
 Plugins read endpoint overrides from ``context.env`` (not ``os.environ``
 directly) so tests and the CLI can point one host at an emulator without
 touching the process environment.
+
+Nothing here imports pydantic: auto-detection builds a context on every
+``dranet-cloud detect`` and node start.  :class:`InstanceSnapshot` moved to
+:mod:`dranet_cloud.snapshot` and is still importable from here (loaded on
+first access).
 """
 
 from __future__ import annotations
@@ -15,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from .hostroot import HostRoot
 
 if TYPE_CHECKING:
     from .ipam import IpamStore
+    from .snapshot import InstanceSnapshot as InstanceSnapshot
 
 
 @dataclass
@@ -78,37 +82,6 @@ class ProviderContext:
             return self._ipam
 
 
-class InstanceSnapshot(BaseModel):
-    """Base class of what a cloud plugin loads from its metadata server.
-
-    Plugins subclass it with their own fields.  The host only relies on the
-    methods below; ``describe`` prints ``model_dump(mode="json")``.
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    provider: str
-    endpoint: str | None = None
-
-    def known_macs(self) -> frozenset[str] | None:
-        """Normalized MACs of the NICs this snapshot describes.
-
-        ``None`` means the plugin does not enumerate NICs (a webhook), so an
-        unknown MAC never triggers a metadata refresh.
-        """
-        return None
-
-    def serving_roles(self) -> frozenset[str] | None:
-        """Roles the live provider can serve, or ``None`` for all it implements.
-
-        A webhook narrows its roles to what ``/health`` declared.
-        """
-        return None
-
-    def summary(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-
 @dataclass(frozen=True)
 class SampleHost:
     """A fake host root a plugin ships for demos and tests."""
@@ -116,3 +89,12 @@ class SampleHost:
     root: Path
     description: str
     claim_device: str | None = None  # a NIC that can carry an IPVLAN claim
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``InstanceSnapshot`` (pydantic) only when someone asks for it."""
+    if name == "InstanceSnapshot":
+        from .snapshot import InstanceSnapshot
+
+        return InstanceSnapshot
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

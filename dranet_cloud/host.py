@@ -105,8 +105,11 @@ class ProviderHost:
 
     # --- start-up ------------------------------------------------------------
 
-    def start(self) -> DetectionResult:
+    def start(self, detection: DetectionResult | None = None) -> DetectionResult:
         """Choose and initialize the cloud and profile plugins.
+
+        ``detection`` is an auto-detection result the caller already has (the
+        CLI's cheap path), so the metadata is not confirmed twice.
 
         Raises ``ConfigError`` for unknown names and ``ProviderInitError`` for
         an explicitly requested provider that cannot serve.
@@ -135,7 +138,9 @@ class ProviderHost:
                 cloud or NO_PROVIDER, True, f"requested by --cloud-provider-hint {hint}", 0.0
             )
         else:
-            self.detection = detect(reg, self.context, probe_metadata=self.probe_metadata)
+            self.detection = detection or detect(
+                reg, self.context, probe_metadata=self.probe_metadata
+            )
             cloud = None if self.detection.provider == NO_PROVIDER else self.detection.provider
 
         if cloud is not None:

@@ -19,12 +19,19 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DranetCloudError
-from ..ipam import DEFAULT_IPAM_DB, IPAM_DB_ENV, Allocation, SqliteStore
-from ..ipam.sqlite import resolve_db_path
 from .output import add_output_flag, emit_json, emit_table
+
+if TYPE_CHECKING:
+    from ..ipam import Allocation, SqliteStore
+
+# Every command's parser is built on every run, so the store (and sqlite3) is
+# imported only by the handlers; these mirror dranet_cloud.ipam.sqlite's
+# IPAM_DB_ENV and DEFAULT_IPAM_DB for the help text (a test keeps them equal).
+_DB_ENV_HELP = "DRANET_CLOUD_IPAM_DB"
+_DB_DEFAULT_HELP = "/var/lib/dranet-cloud/ipam.db"
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -72,6 +79,8 @@ def _existing_store(args: argparse.Namespace) -> SqliteStore:
     ``list`` or ``gc`` pointed at a mistyped path would otherwise report an
     empty pool and hide the real one.
     """
+    from ..ipam import IPAM_DB_ENV, SqliteStore, resolve_db_path
+
     path = resolve_db_path(args.ipam_db)
     if not Path(path).is_file():
         raise ConfigError(
@@ -151,7 +160,7 @@ def _add_db_flag(parser: argparse.ArgumentParser) -> None:
         "--ipam-db",
         metavar="PATH",
         default=None,
-        help=f"IPAM SQLite database (env {IPAM_DB_ENV}, default {DEFAULT_IPAM_DB})",
+        help=f"IPAM SQLite database (env {_DB_ENV_HELP}, default {_DB_DEFAULT_HELP})",
     )
 
 

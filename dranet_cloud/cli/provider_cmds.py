@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .common import add_provider_flags, build_host, parse_device, read_config
+from .common import add_provider_flags, build_host, parse_device, parse_settings, read_config
 from .output import add_output_flag, emit_json, emit_pairs, emit_table
+
+if TYPE_CHECKING:
+    from ..detection import DetectionResult
 
 
 def register(sub: Any) -> None:
@@ -53,8 +57,14 @@ def register(sub: Any) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    host = build_host(args, start=False)
-    result = host.start()
+    from ..detection import NO_PROVIDER
+
+    result = _auto_detect(args)
+    host = None
+    if result is None or result.provider != NO_PROVIDER:
+        # A provider was named or found: prove it starts (its instance loads).
+        host = build_host(args, start=False)
+        result = host.start(detection=result)
     data = {
         "provider": result.provider,
         "explicit": result.explicit,
@@ -68,8 +78,41 @@ def run_detect(args: argparse.Namespace) -> int:
         if result.failures:
             for name, why in result.failures.items():
                 sys.stdout.write(f"  not {name}: {why}\n")
-    host.close()
+    if host is not None:
+        host.close()
     return 0
+
+
+def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
+    """Auto-detection without a host; ``None`` when a provider was named.
+
+    A bare-metal node is the common case of ``detect`` and needs only local
+    evidence, so this path imports no pydantic, httpx, cachetools or sqlite3
+    (the host and the plugins' models pull those in).  It is exactly the first
+    step of ``ProviderHost.start``; when it picks a provider the caller hands
+    the result to the host, which loads the instance, so a provider that cannot
+    start is reported as before (``none`` when auto-detected, exit 3 when
+    requested) without confirming the metadata twice.
+    """
+    from ..context import ProviderContext, ProviderOptions
+    from ..detection import detect
+    from ..hostroot import HostRoot
+    from ..plugins import NONE_NAMES, PluginRegistry
+
+    hint = (args.cloud_provider_hint or "").strip()
+    profile = (args.profile_provider or "cloud").strip().lower()
+    if hint or profile not in ({"cloud"} | NONE_NAMES):
+        return None
+    options = ProviderOptions(
+        webhook_url=args.webhook_url,
+        metadata_deadline=args.metadata_deadline,
+        probe_timeout=args.probe_timeout,
+        settings=parse_settings(args.settings),
+    )
+    context = ProviderContext(
+        host_root=HostRoot.from_env(args.host_root), options=options, env=dict(os.environ)
+    )
+    return detect(PluginRegistry(), context, probe_metadata=args.probe_metadata)
 
 
 def _describe_data(args: argparse.Namespace) -> dict[str, Any]:

@@ -11,22 +11,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
-from . import attributes, detection, profile, routing
-from .snapshot import AliyunInstance
+from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
 
-# The metadata client (httpx), the emulator and the sample hosts are imported
-# inside the hooks that need them, so loading the plugin for local evidence
-# (every CLI command) stays cheap.
+    from .snapshot import AliyunInstance
+
+# The metadata client (httpx), the pydantic models (snapshot, attributes,
+# routing, profile), the emulator and the sample hosts are imported inside the
+# hooks that need them, so loading the plugin for local evidence (every CLI
+# command, every auto-detection) imports neither pydantic nor httpx.
 
 
 def _ours(instance: InstanceSnapshot | None) -> AliyunInstance | None:
+    from .snapshot import AliyunInstance
+
     return instance if isinstance(instance, AliyunInstance) else None
 
 
@@ -53,6 +57,8 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
+    from . import attributes
+
     return attributes.device_attributes(context.host_root, _ours(instance), device)
 
 
@@ -60,6 +66,8 @@ def device_attributes(
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
+    from . import routing
+
     return routing.device_config(context.host_root, _ours(instance), device)
 
 
@@ -71,6 +79,8 @@ def profile_config(
     claim_uid: str,
     config: NetworkConfig,
 ) -> NetworkConfig | None:
+    from . import profile
+
     return profile.profile_config(context, device, claim_uid, config)
 
 
@@ -82,6 +92,8 @@ def release_profile_config(
     claim_uid: str,
     config: NetworkConfig | None,
 ) -> bool | None:
+    from . import profile
+
     return profile.release_profile_config(context, device, claim_uid)
 
 

@@ -2,7 +2,9 @@
 
 Kept thin: each hook delegates to the module that holds the logic.  The
 emulator and sample host are imported lazily so a node daemon never loads the
-test kit.
+test kit.  The snapshot model, attributes, routing and profile modules (all
+pydantic) are imported inside the hooks that use them, so auto-detection,
+which only calls ``local_evidence``, imports neither pydantic nor httpx.
 """
 
 from __future__ import annotations
@@ -10,15 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
-from . import attributes, detection, profile, routing
-from .snapshot import AwsInstance
+from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
 
 
@@ -45,6 +46,9 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
+    from . import attributes
+    from .snapshot import AwsInstance
+
     if not isinstance(instance, AwsInstance):
         return None
     return attributes.device_attributes(context, instance, device)
@@ -54,6 +58,9 @@ def device_attributes(
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
+    from . import routing
+    from .snapshot import AwsInstance
+
     if not isinstance(instance, AwsInstance):
         return None
     eni = instance.eni(device.mac)
@@ -70,6 +77,9 @@ def profile_config(
 ) -> NetworkConfig | None:
     if not config.wants_ipvlan:
         return None
+    from . import profile
+    from .snapshot import AwsInstance
+
     if not isinstance(instance, AwsInstance):
         raise ProfileDenied(
             f"aws: no EC2 instance metadata is loaded, so device {device.label()} has no "
@@ -87,6 +97,8 @@ def release_profile_config(
     claim_uid: str,
     config: NetworkConfig | None,
 ) -> bool | None:
+    from . import profile
+
     return profile.release_profile_config(device, claim_uid, context.ipam)
 
 

@@ -4,7 +4,9 @@ Kept thin: each hook delegates to the module that holds the logic.  The
 metadata client (httpx) is imported on first network use, so loading the
 plugin and checking local evidence stay cheap for every CLI command; the
 emulator and sample host are imported lazily so a node daemon never loads the
-test kit.
+test kit.  The instance model, attributes, routing and profile modules (all
+pydantic) are imported inside the hooks that use them, so auto-detection,
+which only calls ``local_evidence``, imports neither pydantic nor httpx.
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
-from . import attributes, detection, profile, routing
-from .instance import GceInstance
+from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
 
 
@@ -47,6 +48,9 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
+    from . import attributes
+    from .instance import GceInstance
+
     if not isinstance(instance, GceInstance):
         return None
     return attributes.device_attributes(instance, device)
@@ -56,6 +60,9 @@ def device_attributes(
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
+    from . import routing
+    from .instance import GceInstance
+
     if not isinstance(instance, GceInstance):
         return None
     nic = instance.nic_for(device)
@@ -70,6 +77,9 @@ def profile_config(
     claim_uid: str,
     config: NetworkConfig,
 ) -> NetworkConfig | None:
+    from . import profile
+    from .instance import GceInstance
+
     if not isinstance(instance, GceInstance):
         raise ProfileDenied(
             f"gce: no GCE instance metadata is loaded, so device {device.label()} has no "
@@ -86,6 +96,8 @@ def release_profile_config(
     claim_uid: str,
     config: NetworkConfig | None,
 ) -> bool | None:
+    from . import profile
+
     return profile.release_profile_config(context, device, claim_uid)
 
 

@@ -16,12 +16,16 @@ from urllib.parse import urlsplit
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ConfigError
 
-PLUGIN = "webhook"
+# The plugin name, the URL variable and the URL lookup live in .detection
+# (local evidence must not import ssl); re-exported here for the HTTP side.
+from .detection import PLUGIN as PLUGIN
+from .detection import URL_ENV as URL_ENV
+from .detection import configured_url as configured_url
+
 log = logging.getLogger(__name__)
 
-# Where the URL and the TLS material may come from, in order of precedence:
-# the option/setting first (flags), then the environment the host was given.
-URL_ENV = "DRANET_CLOUD_WEBHOOK_URL"
+# Where the TLS material may come from, in order of precedence: the setting
+# first (flags), then the environment the host was given.
 TLS_SOURCES = {
     "ca_bundle": ("webhook.ca_bundle", "DRANET_CLOUD_WEBHOOK_CA_BUNDLE"),
     "client_cert": ("webhook.client_cert", "DRANET_CLOUD_WEBHOOK_CLIENT_CERT"),
@@ -97,17 +101,6 @@ def parse_webhook_url(url: str) -> WebhookEndpoint:
         f"{PLUGIN}: webhook URL {raw!r} has an unsupported scheme "
         f"{(parts.scheme or 'none')!r}; use {ACCEPTED_FORMS}"
     )
-
-
-def configured_url(context: ProviderContext) -> str | None:
-    """The webhook URL the operator configured, or ``None``.
-
-    ``--webhook-url`` (``context.options.webhook_url``) wins over
-    ``DRANET_CLOUD_WEBHOOK_URL`` in the host's environment; the variable is
-    what ``dranet-cloud emulate webhook`` hands out.
-    """
-    url = context.options.webhook_url or context.env.get(URL_ENV) or None
-    return url.strip() if url and url.strip() else None
 
 
 def endpoint_from_context(context: ProviderContext) -> WebhookEndpoint:

@@ -3,8 +3,10 @@
 Thin on purpose: URL and TLS handling live in :mod:`.endpoint`, HTTP in
 :mod:`.client`, the ``/health`` handshake in :mod:`.health` and the four
 BYODP calls in :mod:`.calls`.  Those import the HTTP stack, so they are
-imported inside the hooks: loading the plugin for ``local_evidence`` (every
-node, every start) costs no httpx import.
+imported inside the hooks, as are the pydantic snapshot and URL/TLS
+handling: loading the plugin for ``local_evidence`` (every node, every
+start) imports neither httpx, pydantic nor ssl; :mod:`.detection` holds all
+that hook needs.
 """
 
 from __future__ import annotations
@@ -13,24 +15,17 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
-from .endpoint import (
-    PLUGIN,
-    configured_url,
-    endpoint_from_context,
-    health_wait,
-    parse_webhook_url,
-    request_timeout,
-    tls_from_context,
-)
-from .snapshot import WebhookInstance
+from .detection import PLUGIN, configured_url
 
 if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
+
+    from .snapshot import WebhookInstance
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +49,7 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     if url is None:
         return None
     from .client import pooled_client
+    from .endpoint import parse_webhook_url, tls_from_context
     from .health import HealthError, wait_for_health
 
     try:
@@ -93,7 +89,9 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
     ``/health`` declared.
     """
     from .client import pooled_client
+    from .endpoint import endpoint_from_context, health_wait, request_timeout, tls_from_context
     from .health import wait_for_health
+    from .snapshot import WebhookInstance
 
     endpoint = endpoint_from_context(context)
     client = pooled_client(endpoint, tls_from_context(context))
@@ -115,6 +113,8 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
 
 
 def _webhook(instance: InstanceSnapshot | None) -> WebhookInstance | None:
+    from .snapshot import WebhookInstance
+
     return instance if isinstance(instance, WebhookInstance) else None
 
 

@@ -1,0 +1,167 @@
+"""``dranet-cloud detect`` on a node with no evidence pays only for detection.
+
+Auto-detection needs pluggy, the entry points, the host root and each
+plugin's ``local_evidence``; a bare-metal node (the common ``none`` answer)
+must not import pydantic, httpx, sqlite3 or cachetools, nor the server stack.
+The host path (a provider was found, or one was named) must behave exactly as
+before: an auto-detected provider that cannot start is reported as ``none``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.testing import HostRootBuilder
+
+HEAVY = ("pydantic", "pydantic_core", "httpx", "sqlite3", "cachetools", "fastapi", "uvicorn")
+PLUGINS = ("gce", "aws", "aliyun", "webhook")
+
+# Runs the CLI in a fresh interpreter, then records what it imported.
+WRAPPER = """
+import json, sys
+from dranet_cloud.cli.main import main
+report, argv = sys.argv[1], sys.argv[2:]
+code = main(argv)
+with open(report, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def run_recording(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
+    report = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRANET_CLOUD_")}
+    res = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(report), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    data: dict[str, object] = json.loads(report.read_text())
+    return data, res.stdout
+
+
+@pytest.fixture()
+def bare_metal(tmp_path: Path) -> Path:
+    return (
+        HostRootBuilder(tmp_path / "bm")
+        .dmi(sys_vendor="Supermicro", product_name="X13")
+        .nic("eno1", "3c:ec:ef:00:00:01")
+        .build()
+    )
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, output: str) -> None:
+    data, stdout = run_recording(tmp_path, "detect", "--host-root", str(bare_metal), "-o", output)
+    modules = data["modules"]
+    assert isinstance(modules, list)
+    # Every installed plugin was loaded and asked for local evidence...
+    for name in PLUGINS:
+        assert f"dranet_cloud_{name}.plugin" in modules
+    # ...without the host, the models or any plugin's pydantic snapshot.
+    heavy = [m for m in modules if m.split(".")[0] in HEAVY]
+    assert heavy == []
+    assert "dranet_cloud.host" not in modules and "dranet_cloud.models" not in modules
+    assert data["code"] == 0
+    if output == "json":
+        result = json.loads(stdout)
+        assert list(result) == ["provider", "explicit", "evidence", "elapsed_ms"]
+        assert result["provider"] == "none" and result["explicit"] is False
+        assert result["evidence"] == "no local evidence of any installed plugin"
+    else:
+        assert stdout.split()[:4] == ["provider", "none", "explicit", "False"]
+
+
+def test_instance_snapshot_is_still_importable_from_context() -> None:
+    from dranet_cloud import context, snapshot
+    from dranet_cloud.context import InstanceSnapshot
+
+    assert InstanceSnapshot is snapshot.InstanceSnapshot
+    assert context.InstanceSnapshot is InstanceSnapshot
+    assert InstanceSnapshot(provider="x").summary() == {"provider": "x", "endpoint": None}
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        _ = context.NoSuchName
+
+
+def test_ipam_help_names_the_real_database_defaults() -> None:
+    """The ipam command spells its help without importing the store; keep them equal."""
+    from dranet_cloud.cli import ipam_cmd
+    from dranet_cloud.ipam import DEFAULT_IPAM_DB, IPAM_DB_ENV
+
+    assert ipam_cmd._DB_ENV_HELP == IPAM_DB_ENV
+    assert ipam_cmd._DB_DEFAULT_HELP == DEFAULT_IPAM_DB
+
+
+# --- the host path is unchanged -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aliyun_node() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as tmp:
+        sample = PluginRegistry().call(
+            "aliyun", "sample_host", dest=Path(tmp) / "node", variant=None
+        )
+        yield sample.root
+
+
+def detect(root: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    exe = [sys.executable, "-m", "dranet_cloud.cli.main", "detect", "--host-root", str(root)]
+    res = subprocess.run(
+        [*exe, *extra], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def detect_json(root: Path, env: dict[str, str], *extra: str) -> dict[str, object]:
+    out: dict[str, object] = json.loads(detect(root, env, *extra, "-o", "json").stdout)
+    return out
+
+
+def test_auto_detected_provider_that_cannot_start_is_none(aliyun_node: Path) -> None:
+    # Confirmation (instance-id) answers; loading the NICs gets 503 until the deadline.
+    emu = PluginRegistry().call(
+        "aliyun",
+        "emulator",
+        fixture=None,
+        listen="127.0.0.1:0",
+        faults="unavailable-for=60;path=/latest/meta-data/network",
+    )
+    with emu:
+        data = detect_json(aliyun_node, dict(emu.env), "--metadata-deadline", "0.3")
+        loaded = [r for r in emu.log if r.path.startswith("/latest/meta-data/network")]
+    assert data["provider"] == "none" and data["explicit"] is False
+    assert "start-up failed" in str(data["evidence"])
+    assert loaded, "the host must try to load the confirmed provider's instance"
+
+
+def test_auto_detected_provider_that_starts_is_reported(aliyun_node: Path) -> None:
+    emu = PluginRegistry().call(
+        "aliyun", "emulator", fixture=None, listen="127.0.0.1:0", faults=None
+    )
+    with emu:
+        data = detect_json(aliyun_node, dict(emu.env))
+    assert data["provider"] == "aliyun" and data["explicit"] is False
+
+
+def test_evidence_without_an_answer_is_none_with_the_reason(aliyun_node: Path) -> None:
+    emu = PluginRegistry().call(
+        "aliyun", "emulator", fixture=None, listen="127.0.0.1:0", faults=None
+    )
+    with emu:
+        env = dict(emu.env)
+    # The emulator is gone: its port refuses connections.
+    lines = detect(aliyun_node, env, "--probe-timeout", "0.3").stdout.splitlines()
+    assert lines[0].split() == ["provider", "none"]
+    assert any(line.strip().startswith("not aliyun:") for line in lines)
