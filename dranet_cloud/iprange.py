@@ -13,8 +13,6 @@ from dataclasses import dataclass
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-GCE_SUBINTERFACE_MARKER = 0xC0DE
-
 
 def address_of(version: int, value: int) -> IPAddress:
     """The address of family ``version`` whose integer value is ``value``.
@@ -109,10 +107,13 @@ def ip_range_from_cidr(
 
 def marker_subnet(
     prefix: str | ipaddress.IPv6Network,
-    marker: int = GCE_SUBINTERFACE_MARKER,
+    marker: int,
     marker_bits: int = 16,
 ) -> ipaddress.IPv6Network:
     """Write ``marker`` right after ``prefix``, byte aligned: a /64 becomes a /80.
+
+    The marker is the caller's (a cloud's convention, e.g. GCE's ``0xC0DE``);
+    core knows only the arithmetic.
 
     A prefix whose length is not a multiple of 8 is first widened to the next
     byte boundary (its extra bits are zero).
@@ -130,8 +131,6 @@ def marker_subnet(
     return ipaddress.IPv6Network((value, new_len))
 
 
-def marker_range(
-    prefix: str | ipaddress.IPv6Network, marker: int = GCE_SUBINTERFACE_MARKER
-) -> IPRange:
+def marker_range(prefix: str | ipaddress.IPv6Network, marker: int) -> IPRange:
     """The allocatable range of :func:`marker_subnet`."""
     return ip_range_from_cidr(marker_subnet(prefix, marker))

@@ -17,7 +17,8 @@ from .errors import ConfigError, ProfileDenied
 from .hookspecs import hookimpl
 from .ipam.base import Owner
 from .iprange import IPRange
-from .models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from .models import DeviceIdentifiers, NetworkConfig
+from .subinterface import release_subinterface, subinterface_owner, subinterface_profile
 
 PLUGIN_NAME = "local-ipam"
 DEFAULT_PROFILE = "local-ipam"
@@ -71,7 +72,7 @@ class LocalIpamPlugin:
 
     @staticmethod
     def owner(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-        return Owner(PLUGIN_NAME, device.key(), claim_uid)
+        return subinterface_owner(PLUGIN_NAME, device, claim_uid)
 
     @hookimpl
     def profile_config(
@@ -82,27 +83,26 @@ class LocalIpamPlugin:
         claim_uid: str,
         config: NetworkConfig,
     ) -> NetworkConfig | None:
-        iface = config.interface
-        if iface.unnumbered:
-            return None  # an L2-only subinterface carries no address
-        owner = self.owner(device, claim_uid)
-        if iface.addresses:
-            # Static addresses go through the same bookkeeping so no pool
-            # allocation can collide with them; echo them as the user wrote
-            # them (with their prefix) so the merge does not list them twice.
-            context.ipam.reserve(owner, iface.addresses)
-            return NetworkConfig(interface=InterfaceConfig(addresses=list(iface.addresses)))
-        if iface.dhcp:
-            return None  # the user asked for DHCP: not ours to address
-        ranges = self.config.for_device(device)
-        if not ranges:
-            raise ProfileDenied(
-                f"local-ipam: no range for device {device.label()}; start the server with "
-                f"--ipam-range CIDR or --ipam-range {device.name or 'IFNAME'}=CIDR",
-                status=400,
-            )
-        addresses = context.ipam.allocate(owner, ranges)
-        return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
+        def ranges() -> list[IPRange]:
+            found = self.config.for_device(device)
+            if not found:
+                raise ProfileDenied(
+                    f"local-ipam: no range for device {device.label()}; start the server with "
+                    f"--ipam-range CIDR or --ipam-range {device.name or 'IFNAME'}=CIDR",
+                    status=400,
+                )
+            return found
+
+        # Any interface type: bare metal may address a passthrough NIC too.
+        return subinterface_profile(
+            context,
+            pool=PLUGIN_NAME,
+            device=device,
+            claim_uid=claim_uid,
+            config=config,
+            ranges=ranges,
+            require_ipvlan=False,
+        )
 
     @hookimpl
     def release_profile_config(
@@ -113,5 +113,4 @@ class LocalIpamPlugin:
         claim_uid: str,
         config: NetworkConfig | None,
     ) -> bool:
-        context.ipam.release(self.owner(device, claim_uid))
-        return True
+        return release_subinterface(context, pool=PLUGIN_NAME, device=device, claim_uid=claim_uid)

@@ -5,7 +5,9 @@ asked to share) gets one IPv6 address from the eflo /124 of its parent's
 /64, through the node's IPAM store so that retries, restarts and concurrent
 claims agree.  The owner is ``(aliyun, device, claim)``: a kubelet retry of
 the same claim gets the same address, and release frees by owner whatever
-the config still says.
+the config still says.  The claim rules (unnumbered, DHCP, static
+addresses) are the core's :mod:`dranet_cloud.subinterface`; a NIC without a
+global /64 is a configuration problem (400), not a conflict.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import logging
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
-from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from dranet_cloud.iprange import IPRange
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.subinterface import (
+    release_subinterface,
+    subinterface_owner,
+    subinterface_profile,
+)
 
 from .constants import PLUGIN
 from .eflo import eflo_block, eflo_range, nic_prefix
@@ -25,22 +33,11 @@ log = logging.getLogger(__name__)
 
 
 def owner_for(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    return Owner(PLUGIN, device.key(), claim_uid)
+    return subinterface_owner(PLUGIN, device, claim_uid)
 
 
-def profile_config(
-    context: ProviderContext, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig
-) -> NetworkConfig | None:
-    """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us."""
-    iface = config.interface
-    if iface.type != "ipvlan" or iface.unnumbered or iface.dhcp:
-        return None
-    owner = owner_for(device, claim_uid)
-    if iface.addresses:
-        # Static addresses go through the same bookkeeping, so no pool
-        # allocation can hand them to another claim (AddressConflict = 409).
-        context.ipam.reserve(owner, iface.addresses)
-        return NetworkConfig(interface=InterfaceConfig(addresses=list(iface.addresses)))
+def _eflo_ranges(context: ProviderContext, device: DeviceIdentifiers) -> list[IPRange]:
+    """The eflo block of the device's /64; a 400 naming the device when it has none."""
     prefix = nic_prefix(context.host_root, device.name) if device.name else None
     if prefix is None:
         kind = "LACP bond" if is_lacp_bond(context.host_root, device) else "NIC"
@@ -50,27 +47,28 @@ def profile_config(
             "<prefix>:0:f:0:c00/124 to address its IPVLAN child from; give the "
             "interface its global IPv6 address, or set interface.addresses or "
             "interface.unnumbered in the claim",
-            status=409,
+            status=400,
         )
-    addresses = context.ipam.allocate(owner, [eflo_range(prefix)])
-    log.info(
-        "%s: claim %s on %s gets %s from eflo block %s",
-        PLUGIN,
-        claim_uid,
-        device.label(),
-        ", ".join(addresses),
-        eflo_block(prefix),
+    log.debug("%s: %s: eflo block %s", PLUGIN, device.label(), eflo_block(prefix))
+    return [eflo_range(prefix)]
+
+
+def profile_config(
+    context: ProviderContext, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig
+) -> NetworkConfig | None:
+    """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us."""
+    return subinterface_profile(
+        context,
+        pool=PLUGIN,
+        device=device,
+        claim_uid=claim_uid,
+        config=config,
+        ranges=lambda: _eflo_ranges(context, device),
     )
-    return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 
 def release_profile_config(
     context: ProviderContext, device: DeviceIdentifiers, claim_uid: str
 ) -> bool:
     """Free everything the claim holds on this device; unknown claims are fine."""
-    freed = context.ipam.release(owner_for(device, claim_uid))
-    if freed:
-        log.info(
-            "%s: claim %s on %s released %s", PLUGIN, claim_uid, device.label(), ", ".join(freed)
-        )
-    return True
+    return release_subinterface(context, pool=PLUGIN, device=device, claim_uid=claim_uid)

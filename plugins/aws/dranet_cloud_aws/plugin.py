@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
 
 from . import detection
@@ -75,18 +74,11 @@ def profile_config(
     claim_uid: str,
     config: NetworkConfig,
 ) -> NetworkConfig | None:
-    if not config.wants_ipvlan:
-        return None
     from . import profile
     from .snapshot import AwsInstance
 
-    if not isinstance(instance, AwsInstance):
-        raise ProfileDenied(
-            f"aws: no EC2 instance metadata is loaded, so device {device.label()} has no "
-            "prefixes or secondary addresses to allocate from; start the host with the aws "
-            "cloud plugin"
-        )
-    return profile.profile_config(context, instance, device, claim_uid, config)
+    ours = instance if isinstance(instance, AwsInstance) else None
+    return profile.profile_config(context, ours, device, claim_uid, config)
 
 
 @hookimpl
@@ -99,7 +91,7 @@ def release_profile_config(
 ) -> bool | None:
     from . import profile
 
-    return profile.release_profile_config(device, claim_uid, context.ipam)
+    return profile.release_profile_config(context, device, claim_uid)
 
 
 @hookimpl

@@ -17,7 +17,11 @@ per family per call.  An ENI with neither prefixes nor secondary addresses
 is denied with a message telling the operator to assign a prefix to it.
 
 Owners are ``Owner("aws", device.key(), claim_uid)``, so a kubelet retry of
-the same claim gets the same addresses and release frees by owner.
+the same claim gets the same addresses and release frees by owner.  The
+claim rules (IPVLAN only, nothing for unnumbered or DHCP claims, static
+addresses reserved and echoed as written) are the core's
+:mod:`dranet_cloud.subinterface`; this module supplies the ENI's ranges, the
+static-address check and the several-runs-per-family allocation.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import IpamStore, Owner
 from dranet_cloud.iprange import IPRange
-from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.subinterface import release_subinterface, subinterface_profile
 
 from .snapshot import PLUGIN, AwsInstance, Eni
 
@@ -68,10 +73,6 @@ def candidate_ranges(eni: Eni) -> dict[int, list[IPRange]]:
     return out
 
 
-def _owner(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    return Owner(PLUGIN, device.key(), claim_uid)
-
-
 def _unknown_nic(instance: AwsInstance, device: DeviceIdentifiers) -> ProfileDenied:
     return ProfileDenied(
         f"aws: NIC {device.label()} is not an ENI of instance "
@@ -88,7 +89,8 @@ def _no_ranges(eni: Eni, device: DeviceIdentifiers) -> ProfileDenied:
         "ipv6-prefix) and no secondary private IPv4 address in IMDS, so there is nothing "
         "to give an IPVLAN subinterface; assign a prefix to that ENI, e.g. "
         f"`aws ec2 assign-private-ip-addresses --network-interface-id {eni_id} "
-        "--ipv4-prefix-count 1`, or assign it secondary private IPv4 addresses"
+        "--ipv4-prefix-count 1`, or assign it secondary private IPv4 addresses",
+        status=400,
     )
 
 
@@ -121,8 +123,8 @@ def _check_static(eni: Eni, device: DeviceIdentifiers, addresses: Sequence[str])
 def _held(store: IpamStore, owner: Owner) -> dict[int, str]:
     """The owner's dynamic allocations by family."""
     out: dict[int, str] = {}
-    for alloc in store.list():
-        if alloc.owner == owner and not alloc.static:
+    for alloc in store.held(owner):
+        if not alloc.static:
             version = ipaddress.ip_interface(alloc.address).version
             out.setdefault(version, alloc.address)
     return out
@@ -143,24 +145,8 @@ def _allocate_family(store: IpamStore, owner: Owner, ranges: Sequence[IPRange], 
     )
 
 
-def profile_config(
-    context: ProviderContext,
-    instance: AwsInstance,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-) -> NetworkConfig | None:
-    if not config.wants_ipvlan or config.interface.unnumbered:
-        return None
-    eni = instance.eni(device.mac)
-    if eni is None:
-        raise _unknown_nic(instance, device)
-    owner = _owner(device, claim_uid)
-    store = context.ipam
-    if config.interface.addresses:
-        _check_static(eni, device, config.interface.addresses)
-        store.reserve(owner, config.interface.addresses)
-        return NetworkConfig(interface=InterfaceConfig(addresses=list(config.interface.addresses)))
+def _allocate(store: IpamStore, owner: Owner, eni: Eni, device: DeviceIdentifiers) -> list[str]:
+    """One address per family, trying the ENI's candidate ranges in turn."""
     candidates = candidate_ranges(eni)
     if not candidates:
         raise _no_ranges(eni, device)
@@ -179,14 +165,49 @@ def profile_config(
             # All or nothing: do not leave half a claim behind.
             store.release(owner)
         raise
-    log.info("aws: claim %s on %s gets %s", claim_uid, eni.label(), ", ".join(addresses))
-    return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
+    return addresses
 
 
-def release_profile_config(device: DeviceIdentifiers, claim_uid: str, store: IpamStore) -> bool:
-    freed = store.release(_owner(device, claim_uid))
-    if freed:
-        log.info(
-            "aws: released %s held by claim %s on %s", ", ".join(freed), claim_uid, device.label()
-        )
-    return True
+def profile_config(
+    context: ProviderContext,
+    instance: AwsInstance | None,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us.
+
+    The metadata and the ENI are looked up only when addresses are needed, so
+    a claim asking for none (DHCP, unnumbered, not IPVLAN) is never denied
+    over them.
+    """
+
+    def eni() -> Eni:
+        if instance is None:
+            raise ProfileDenied(
+                f"aws: no EC2 instance metadata is loaded, so device {device.label()} has no "
+                "prefixes or secondary addresses to allocate from; start the host with the "
+                "aws cloud plugin",
+                status=400,
+            )
+        found = instance.eni(device.mac)
+        if found is None:
+            raise _unknown_nic(instance, device)
+        return found
+
+    return subinterface_profile(
+        context,
+        pool=PLUGIN,
+        device=device,
+        claim_uid=claim_uid,
+        config=config,
+        allocate=lambda store, owner: _allocate(store, owner, eni(), device),
+        check_static=lambda addresses: _check_static(eni(), device, addresses),
+    )
+
+
+def release_profile_config(
+    context: ProviderContext, device: DeviceIdentifiers, claim_uid: str
+) -> bool:
+    """Free what the claim holds on this device; releasing nothing is success."""
+    return release_subinterface(context, pool=PLUGIN, device=device, claim_uid=claim_uid)

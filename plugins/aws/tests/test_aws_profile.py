@@ -94,9 +94,9 @@ def test_secondary_ips_never_the_primary(
 
 def test_release_frees_and_is_idempotent(ctx: ProviderContext, aws_instance: AwsInstance) -> None:
     got = _addresses(profile_config(ctx, aws_instance, SECONDARY_ENI, "c1", IPVLAN))
-    assert release_profile_config(SECONDARY_ENI, "c1", ctx.ipam) is True
+    assert release_profile_config(ctx, SECONDARY_ENI, "c1") is True
     assert ctx.ipam.list() == []
-    assert release_profile_config(SECONDARY_ENI, "c1", ctx.ipam) is True
+    assert release_profile_config(ctx, SECONDARY_ENI, "c1") is True
     # The freed address can be handed out again: fill the ENI and find it there.
     refill = {
         _addresses(profile_config(ctx, aws_instance, SECONDARY_ENI, f"n{i}", IPVLAN))[0]
@@ -183,3 +183,25 @@ def test_ipv6_prefix_only_eni(
 def test_address_runs_merge_consecutive_addresses() -> None:
     runs = address_runs(["10.0.0.7", "10.0.0.5", "10.0.0.6", "10.0.0.9", "10.0.0.9"])
     assert [str(r) for r in runs] == ["10.0.0.5-10.0.0.7", "10.0.0.9-10.0.0.9"]
+
+
+def test_dhcp_claim_allocates_nothing(ctx: ProviderContext, aws_instance: AwsInstance) -> None:
+    # Regression: a DHCP claim used to get prefix addresses the host then
+    # rejected (dhcp and addresses are exclusive), leaving them held.
+    dhcp = NetworkConfig.model_validate(
+        {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+    )
+    for dev in (PREFIX_ENI, SECONDARY_ENI, BARE_ENI):
+        assert profile_config(ctx, aws_instance, dev, "c1", dhcp) is None
+    assert ctx.ipam.list() == []
+
+
+def test_no_metadata_denies_only_claims_that_need_addresses(ctx: ProviderContext) -> None:
+    dhcp = NetworkConfig.model_validate(
+        {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+    )
+    assert profile_config(ctx, None, PREFIX_ENI, "c1", dhcp) is None
+    with pytest.raises(ProfileDenied, match="no EC2 instance metadata") as err:
+        profile_config(ctx, None, PREFIX_ENI, "c1", IPVLAN)
+    assert err.value.status == 400
+    assert ctx.ipam.list() == []

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
 
 from . import detection
@@ -80,12 +79,8 @@ def profile_config(
     from . import profile
     from .instance import GceInstance
 
-    if not isinstance(instance, GceInstance):
-        raise ProfileDenied(
-            f"gce: no GCE instance metadata is loaded, so device {device.label()} has no "
-            "ranges to allocate from; start the host with the gce cloud plugin"
-        )
-    return profile.profile_config(context, instance, device, claim_uid, config)
+    ours = instance if isinstance(instance, GceInstance) else None
+    return profile.profile_config(context, ours, device, claim_uid, config)
 
 
 @hookimpl

@@ -19,15 +19,24 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import IPRange, ip_range_from_cidr, marker_range
-from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.subinterface import (
+    release_subinterface,
+    subinterface_owner,
+    subinterface_profile,
+)
 
 from .instance import PLUGIN, GceInstance, GceNic
 
 log = logging.getLogger(__name__)
 
+# What GCE writes right after a NIC's IPv6 prefix to carve out the range its
+# IPVLAN subinterfaces are addressed from (a /64 becomes a /80).
+SUBINTERFACE_MARKER = 0xC0DE
+
 
 def owner_for(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    return Owner(pool=PLUGIN, device=device.key(), claim_uid=claim_uid)
+    return subinterface_owner(PLUGIN, device, claim_uid)
 
 
 def subinterface_ranges(nic: GceNic) -> tuple[list[IPRange], list[str]]:
@@ -41,7 +50,7 @@ def subinterface_ranges(nic: GceNic) -> tuple[list[IPRange], list[str]]:
         missing.append("no ip-aliases range")
     if nic.ipv6_ranges:
         try:
-            ranges.append(marker_range(nic.ipv6_ranges[0]))
+            ranges.append(marker_range(nic.ipv6_ranges[0], SUBINTERFACE_MARKER))
         except ValueError as exc:
             missing.append(f"ipv6s {nic.ipv6_ranges[0]} cannot carry the 0xC0DE marker ({exc})")
             log.warning("gce: NIC %s: no IPv6 subinterface range: %s", nic.mac, exc)
@@ -50,32 +59,19 @@ def subinterface_ranges(nic: GceNic) -> tuple[list[IPRange], list[str]]:
     return ranges, missing
 
 
-def profile_config(
-    context: ProviderContext,
-    instance: GceInstance,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-) -> NetworkConfig | None:
-    """Addresses for an IPVLAN claim; ``None`` for anything else."""
-    if not config.wants_ipvlan or config.interface.unnumbered:
-        return None
-    if config.interface.dhcp:
-        log.info(
-            "gce: %s: claim %s asks for DHCP; no addresses allocated", device.label(), claim_uid
+def _device_ranges(instance: GceInstance | None, device: DeviceIdentifiers) -> list[IPRange]:
+    """The NIC's subinterface ranges; a 400 naming the NIC and what it lacks."""
+    if instance is None:
+        raise ProfileDenied(
+            f"gce: no GCE instance metadata is loaded, so device {device.label()} has no "
+            "ranges to allocate from; start the host with the gce cloud plugin",
+            status=400,
         )
-        return None
-    owner = owner_for(device, claim_uid)
-    static = config.interface.addresses
-    if static:
-        reserved = context.ipam.reserve(owner, static)
-        log.info("gce: %s: reserved static %s for claim %s", device.label(), reserved, claim_uid)
-        return NetworkConfig(interface=InterfaceConfig(addresses=reserved))
-
     if device.mac is None:
         raise ProfileDenied(
             f"gce: device {device.label()} has no MAC address, so it cannot be matched to a "
-            "NIC in the instance metadata; pass the device's MAC (name=IF,mac=MAC)"
+            "NIC in the instance metadata; pass the device's MAC (name=IF,mac=MAC)",
+            status=400,
         )
     nic = instance.nic_for(device)
     if nic is None:
@@ -83,7 +79,8 @@ def profile_config(
             f"gce: device {device.label()} is not in the instance metadata "
             f"(known MACs: {', '.join(sorted(instance.known_macs())) or 'none'}), so it has no "
             "GCE ranges for an IPVLAN subinterface; set interface.addresses or "
-            "interface.unnumbered in the claim, or claim a GCE NIC"
+            "interface.unnumbered in the claim, or claim a GCE NIC",
+            status=400,
         )
     ranges, missing = subinterface_ranges(nic)
     if not ranges:
@@ -91,18 +88,36 @@ def profile_config(
             f"gce: NIC {device.label()} (metadata instance/network-interfaces/{nic.index}) has "
             f"{' and '.join(missing)}, so there is nothing to allocate IPVLAN subinterface "
             "addresses from; add an alias IP range or an IPv6 stack to the NIC, or set "
-            "interface.addresses or interface.unnumbered in the claim"
+            "interface.addresses or interface.unnumbered in the claim",
+            status=400,
         )
-    addresses = context.ipam.allocate(owner, ranges)
-    log.info("gce: %s: claim %s gets %s", device.label(), claim_uid, addresses)
-    return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
+    return ranges
+
+
+def profile_config(
+    context: ProviderContext,
+    instance: GceInstance | None,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+) -> NetworkConfig | None:
+    """Addresses for an IPVLAN claim; ``None`` for anything else.
+
+    The metadata is consulted only when addresses are needed, so a claim
+    asking for none is never denied over a missing NIC.
+    """
+    return subinterface_profile(
+        context,
+        pool=PLUGIN,
+        device=device,
+        claim_uid=claim_uid,
+        config=config,
+        ranges=lambda: _device_ranges(instance, device),
+    )
 
 
 def release_profile_config(
     context: ProviderContext, device: DeviceIdentifiers, claim_uid: str
 ) -> bool:
     """Free what the claim holds on this device; releasing nothing is success."""
-    freed = context.ipam.release(owner_for(device, claim_uid))
-    if freed:
-        log.info("gce: %s: claim %s released %s", device.label(), claim_uid, freed)
-    return True
+    return release_subinterface(context, pool=PLUGIN, device=device, claim_uid=claim_uid)

@@ -191,3 +191,22 @@ def test_hot_attached_nic_triggers_one_refresh(
         assert config is not None and config.neighbors
         assert config.neighbors[0].destination == "192.168.9.1"
         assert _instance_loads(emu) == 2
+
+
+def test_static_address_comes_back_once_as_written_in_the_final_config(
+    make_host: list[ProviderHost], sample: SampleHost, gce_emulator: Emulator
+) -> None:
+    # Regression: the profile used to answer the reserved host CIDR
+    # (10.24.3.7/32), the merge kept both, and the pod got the address twice.
+    host = _host(make_host, sample, gce_emulator.env, hint="gce")
+    host.start()
+    eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
+    user = NetworkConfig.model_validate(
+        {"profile": "gce", "interface": {"type": "ipvlan", "addresses": ["10.24.3.7/24"]}}
+    )
+    final = host.network_config(eth0, "claim-s", user)
+    assert final.interface.addresses == ["10.24.3.7/24"]
+    held = host.context.ipam.list()
+    assert [(a.address, a.static) for a in held] == [("10.24.3.7/32", True)]
+    assert host.release(eth0, "claim-s", final)
+    assert host.context.ipam.list() == []

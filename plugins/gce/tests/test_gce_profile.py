@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.instance import GceInstance, parse_instance
+from dranet_cloud_gce.profile import SUBINTERFACE_MARKER
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import AddressConflict, ProfileDenied
@@ -68,7 +69,7 @@ def test_two_claims_get_distinct_addresses_inside_the_ranges(
     b = _addresses(_get(ipam_context, gce_instance, gce_devices[0], "claim-b"))
     assert set(a).isdisjoint(b)
     v4_range = ip_range_from_cidr("10.24.3.0/24")
-    v6_range = marker_range("2600:1900:4000:318::/64")
+    v6_range = marker_range("2600:1900:4000:318::/64", SUBINTERFACE_MARKER)
     # The /64 became a /80 with 0xC0DE right after the prefix.
     assert str(v6_range.start) == "2600:1900:4000:318:c0de::1"
     assert str(v6_range.end) == "2600:1900:4000:318:c0de:ffff:ffff:fffe"

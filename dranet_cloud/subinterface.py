@@ -1,0 +1,119 @@
+"""The rules every profile provider shares for addressing a subinterface.
+
+A profile provider that hands addresses to IPVLAN subinterfaces (a cloud
+plugin's profile role, or the built-in ``local-ipam`` provider) answers the
+same questions in the same order; only *where the addresses come from* is
+cloud specific.  Keeping the order here stops the copies from drifting:
+
+1. not an IPVLAN claim (when the provider requires one): nothing to do;
+2. ``unnumbered`` (an L2-only subinterface) or ``dhcp``: nothing to do, the
+   user asked for no addresses from us (allocating anyway would leave them
+   held once the host rejects the final config);
+3. static ``addresses``: the provider may validate them (``check_static``),
+   they are reserved in the node's IPAM so no pool allocation collides with
+   them, and they are echoed back *as the user wrote them* (with their
+   prefix), so the merge of user and profile config lists each only once;
+4. otherwise: allocate, from the provider's ``ranges()`` or with its own
+   ``allocate`` routine.
+
+Every allocation is owned by ``Owner(pool, device.key(), claim_uid)``: a
+kubelet retry of the same claim gets the same addresses, and release frees
+by owner whatever the config says by then.
+
+Status codes follow the BYODP convention: a NIC with nothing to allocate
+from is a configuration problem (400, raised by the provider's ``ranges``);
+409 is only for conflicts and exhaustion (:class:`AddressConflict`,
+:class:`RangeExhausted`, raised by the IPAM store).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from .context import ProviderContext
+from .errors import ProfileDenied
+from .ipam.base import IpamStore, Owner
+from .iprange import IPRange
+from .models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+
+log = logging.getLogger(__name__)
+
+RangeSource = Callable[[], Sequence[IPRange]]
+Allocator = Callable[[IpamStore, Owner], list[str]]
+StaticCheck = Callable[[Sequence[str]], None]
+
+
+def subinterface_owner(pool: str, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+    """Who holds a claim's addresses on a device, for ``pool`` (plugin name)."""
+    return Owner(pool, device.key(), claim_uid)
+
+
+def subinterface_profile(
+    context: ProviderContext,
+    *,
+    pool: str,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+    ranges: RangeSource | None = None,
+    allocate: Allocator | None = None,
+    check_static: StaticCheck | None = None,
+    require_ipvlan: bool = True,
+) -> NetworkConfig | None:
+    """The addresses for one claim's subinterface, or ``None`` when it needs none.
+
+    ``ranges`` returns at most one range per family and raises
+    ``ProfileDenied(status=400)`` naming the NIC and the missing metadata when
+    there is none; it is only called when an allocation is needed, so claims
+    that need no addresses never trip over a NIC the provider does not know.
+    ``allocate`` replaces the plain ``store.allocate(owner, ranges())`` for a
+    provider with several candidate ranges per family.
+    """
+    if ranges is None and allocate is None:
+        raise TypeError(f"{pool}: subinterface_profile needs ranges or allocate")
+    iface = config.interface
+    if require_ipvlan and not config.wants_ipvlan:
+        return None
+    if iface.unnumbered or iface.dhcp:
+        log.debug(
+            "%s: %s: claim %s asks for %s; no addresses allocated",
+            pool,
+            device.label(),
+            claim_uid,
+            "DHCP" if iface.dhcp else "an unnumbered interface",
+        )
+        return None
+    owner = subinterface_owner(pool, device, claim_uid)
+    if iface.addresses:
+        static = list(iface.addresses)
+        if check_static is not None:
+            check_static(static)
+        context.ipam.reserve(owner, static)
+        log.info("%s: %s: reserved static %s for claim %s", pool, device.label(), static, claim_uid)
+        return NetworkConfig(interface=InterfaceConfig(addresses=static))
+    if allocate is not None:
+        addresses = allocate(context.ipam, owner)
+    else:
+        assert ranges is not None
+        candidates = list(ranges())
+        if not candidates:
+            raise ProfileDenied(
+                f"{pool}: device {device.label()} has no range to allocate subinterface "
+                "addresses from; give the provider a range for it, or set "
+                "interface.addresses or interface.unnumbered in the claim",
+                status=400,
+            )
+        addresses = context.ipam.allocate(owner, candidates)
+    log.info("%s: %s: claim %s gets %s", pool, device.label(), claim_uid, ", ".join(addresses))
+    return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
+
+
+def release_subinterface(
+    context: ProviderContext, *, pool: str, device: DeviceIdentifiers, claim_uid: str
+) -> bool:
+    """Free what the claim holds on this device; releasing nothing is success."""
+    freed = context.ipam.release(subinterface_owner(pool, device, claim_uid))
+    if freed:
+        log.info("%s: %s: claim %s released %s", pool, device.label(), claim_uid, ", ".join(freed))
+    return True

@@ -1,0 +1,186 @@
+"""The shared subinterface profile rules, with a real MemoryStore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.ipam import IpamStore, MemoryStore, Owner
+from dranet_cloud.iprange import IPRange
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.subinterface import release_subinterface, subinterface_profile
+
+DEV = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:01")
+POOL = "testcloud"
+V4 = IPRange.parse("10.9.0.0/29")  # 10.9.0.1 - 10.9.0.6
+V6 = IPRange.parse("2001:db8::/125")
+
+
+def cfg(**interface: object) -> NetworkConfig:
+    return NetworkConfig.model_validate({"profile": "p", "interface": interface})
+
+
+@pytest.fixture
+def ctx() -> ProviderContext:
+    return ProviderContext(env={}, ipam_factory=MemoryStore)
+
+
+class Ranges:
+    """A ``ranges`` callable that counts its calls."""
+
+    def __init__(self, *ranges: IPRange) -> None:
+        self.ranges = list(ranges)
+        self.calls = 0
+
+    def __call__(self) -> list[IPRange]:
+        self.calls += 1
+        return self.ranges
+
+
+def run(
+    ctx: ProviderContext, config: NetworkConfig, claim: str = "c1", **kwargs: object
+) -> NetworkConfig | None:
+    kwargs.setdefault("ranges", Ranges(V4, V6))
+    return subinterface_profile(
+        ctx,
+        pool=POOL,
+        device=DEV,
+        claim_uid=claim,
+        config=config,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def addresses(result: NetworkConfig | None) -> list[str]:
+    assert result is not None and result.interface.addresses is not None
+    return result.interface.addresses
+
+
+def test_claims_that_need_no_addresses_get_none_and_never_read_ranges(
+    ctx: ProviderContext,
+) -> None:
+    ranges = Ranges(V4)
+    for config in (
+        NetworkConfig.model_validate({"profile": "p"}),
+        cfg(type="passthrough"),
+        cfg(type="ipvlan", unnumbered=True),
+        cfg(type="ipvlan", dhcp=True),
+        cfg(dhcp=True),
+    ):
+        assert run(ctx, config, ranges=ranges) is None
+    assert ranges.calls == 0
+    assert ctx.ipam.list() == []
+
+
+def test_without_require_ipvlan_any_type_is_addressed(ctx: ProviderContext) -> None:
+    got = addresses(run(ctx, cfg(type="passthrough"), require_ipvlan=False))
+    assert len(got) == 2
+    assert run(ctx, cfg(dhcp=True), require_ipvlan=False) is None
+    unnumbered = cfg(type="ipvlan", unnumbered=True)
+    assert run(ctx, unnumbered, require_ipvlan=False, claim="c2") is None
+    assert len(ctx.ipam.list()) == 2
+
+
+def test_allocation_is_owned_by_pool_device_claim_and_retries_are_free(
+    ctx: ProviderContext,
+) -> None:
+    first = addresses(run(ctx, cfg(type="ipvlan")))
+    again = addresses(run(ctx, cfg(type="ipvlan")))
+    other = addresses(run(ctx, cfg(type="ipvlan"), claim="c2"))
+    assert first == again and set(first).isdisjoint(other)
+    assert first[0] in V4 and first[1] in V6
+    owners = {a.owner for a in ctx.ipam.list()}
+    assert owners == {Owner(POOL, DEV.key(), "c1"), Owner(POOL, DEV.key(), "c2")}
+    assert len(ctx.ipam.list()) == 4
+
+
+def test_static_addresses_are_checked_reserved_and_echoed_as_written(
+    ctx: ProviderContext,
+) -> None:
+    seen: list[list[str]] = []
+    ranges = Ranges(V4)
+
+    def check(addrs: Sequence[str]) -> None:
+        seen.append(list(addrs))
+
+    config = cfg(type="ipvlan", addresses=["10.9.0.3/24", "2001:db8::5/64"])
+    result = run(ctx, config, ranges=ranges, check_static=check)
+    assert addresses(result) == ["10.9.0.3/24", "2001:db8::5/64"]
+    assert seen == [["10.9.0.3/24", "2001:db8::5/64"]]
+    assert ranges.calls == 0
+    held = sorted((a.address, a.static) for a in ctx.ipam.list())
+    assert held == [("10.9.0.3/32", True), ("2001:db8::5/128", True)]
+    # The same claim again is no conflict with itself; another claim is.
+    assert addresses(run(ctx, config)) == ["10.9.0.3/24", "2001:db8::5/64"]
+    with pytest.raises(AddressConflict) as err:
+        run(ctx, cfg(type="ipvlan", addresses=["10.9.0.3/32"]), claim="c2")
+    assert err.value.status == 409
+    # A pool allocation never hands out the reserved address.
+    dynamic = addresses(run(ctx, cfg(type="ipvlan"), claim="c3", ranges=Ranges(V4)))
+    assert dynamic[0] != "10.9.0.3/32"
+
+
+def test_a_refused_static_address_is_not_reserved(ctx: ProviderContext) -> None:
+    def refuse(addrs: Sequence[str]) -> None:
+        raise ProfileDenied(f"{POOL}: {addrs[0]} is not ours", status=400)
+
+    with pytest.raises(ProfileDenied, match=r"10\.9\.0\.3/24 is not ours"):
+        run(ctx, cfg(type="ipvlan", addresses=["10.9.0.3/24"]), check_static=refuse)
+    assert ctx.ipam.list() == []
+
+
+def test_missing_ranges_are_a_400_and_hold_nothing(ctx: ProviderContext) -> None:
+    def missing() -> list[IPRange]:
+        raise ProfileDenied("testcloud: NIC eth1 has no alias range in metadata", status=400)
+
+    with pytest.raises(ProfileDenied) as err:
+        run(ctx, cfg(type="ipvlan"), ranges=missing)
+    assert err.value.status == 400 and "eth1" in str(err.value)
+    with pytest.raises(ProfileDenied) as empty:
+        run(ctx, cfg(type="ipvlan"), ranges=Ranges())
+    assert empty.value.status == 400
+    assert "testcloud" in empty.value.message and "eth1" in empty.value.message
+    assert ctx.ipam.list() == []
+
+
+def test_exhaustion_is_a_409(ctx: ProviderContext) -> None:
+    tiny = IPRange.parse("10.9.0.1-10.9.0.1")
+    addresses(run(ctx, cfg(type="ipvlan"), ranges=Ranges(tiny)))
+    with pytest.raises(RangeExhausted) as err:
+        run(ctx, cfg(type="ipvlan"), claim="c2", ranges=Ranges(tiny))
+    assert err.value.status == 409
+
+
+def test_a_custom_allocator_gets_the_store_and_owner(ctx: ProviderContext) -> None:
+    calls: list[Owner] = []
+
+    def allocate(store: IpamStore, owner: Owner) -> list[str]:
+        calls.append(owner)
+        return store.allocate(owner, [V6])
+
+    got = addresses(
+        subinterface_profile(
+            ctx, pool=POOL, device=DEV, claim_uid="c1", config=cfg(type="ipvlan"), allocate=allocate
+        )
+    )
+    assert calls == [Owner(POOL, DEV.key(), "c1")]
+    assert len(got) == 1 and got[0] in V6
+    assert [a.address for a in ctx.ipam.held(calls[0])] == got
+
+
+def test_neither_ranges_nor_allocate_is_a_programming_error(ctx: ProviderContext) -> None:
+    with pytest.raises(TypeError, match="testcloud"):
+        subinterface_profile(ctx, pool=POOL, device=DEV, claim_uid="c1", config=cfg())
+
+
+def test_release_frees_by_owner_only_and_is_idempotent(ctx: ProviderContext) -> None:
+    run(ctx, cfg(type="ipvlan"))
+    kept = addresses(run(ctx, cfg(type="ipvlan"), claim="c2"))
+    assert release_subinterface(ctx, pool=POOL, device=DEV, claim_uid="c1") is True
+    assert sorted(a.address for a in ctx.ipam.list()) == sorted(kept)
+    assert release_subinterface(ctx, pool=POOL, device=DEV, claim_uid="c1") is True
+    assert release_subinterface(ctx, pool="other", device=DEV, claim_uid="c2") is True
+    assert sorted(a.address for a in ctx.ipam.list()) == sorted(kept)
