@@ -51,6 +51,16 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 
 @hookspec(firstresult=True)
+def provider_aliases() -> list[str] | None:
+    """Other names operators may use for this plugin in ``--cloud-provider-hint``.
+
+    Called once by the host when it resolves a name.  DRANET spells some
+    providers differently from their plugin names (``ALIBABA`` for
+    ``aliyun``); matching is case-insensitive.  ``None``: no aliases.
+    """
+
+
+@hookspec(firstresult=True)
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     """Confirm the environment with one cheap metadata request.
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
-from .attributes import validate_attributes
+from .attributes import MAX_ATTRIBUTES, validate_attributes
 from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
@@ -69,6 +69,7 @@ class ProviderHost:
         registry: PluginRegistry | None = None,
         profile_routes: Mapping[str, str] | None = None,
         refresh_interval: float = 10.0,
+        unknown_mac_backoff: float = 60.0,
         cache_size: int = 1024,
     ) -> None:
         import os
@@ -93,6 +94,9 @@ class ProviderHost:
         if ipam is not None:
             self.context._ipam = ipam
         self.refresh_interval = refresh_interval
+        self.unknown_mac_backoff = unknown_mac_backoff
+        self._unknown_macs: dict[str, float] = {}  # MAC -> when a reload still lacked it
+        self._refresh_lock = threading.Lock()
         self.cloud: str | None = None
         self.profile: str | None = None
         self.detection: DetectionResult | None = None
@@ -260,37 +264,53 @@ class ProviderHost:
     # --- devices -------------------------------------------------------------
 
     def _refresh_if_unknown(self, device: DeviceIdentifiers) -> InstanceSnapshot | None:
-        """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach)."""
+        """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach).
+
+        Rate-limited twice: at most one reload per ``refresh_interval``, and a
+        MAC that stayed unknown after a reload (a bridge, a veth) does not ask
+        again for ``unknown_mac_backoff``.  The fetch runs outside the state
+        lock, so cached devices are served while it is under way.
+        """
         name = self.cloud
         if name is None:
             return None
-        inst = self._instances[name]
         mac = device.mac
-        known = inst.known_macs()
-        if mac is None or known is None or mac in known:
-            return inst
-        now = time.monotonic()
-        last = self._last_refresh.get(name, 0.0)
-        if last and now - last < self.refresh_interval:
-            return inst
-        self._last_refresh[name] = now
-        log.info("device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name)
-        try:
-            fresh = self.registry.call(
-                name,
-                "instance_properties",
-                context=self.context,
-                deadline=min(self.context.options.metadata_deadline, 5.0),
+        with self._lock:
+            inst = self._instances[name]
+            known = inst.known_macs()
+            if mac is None or known is None or mac in known:
+                return inst
+            now = time.monotonic()
+            last = self._last_refresh.get(name, 0.0)
+            if last and now - last < self.refresh_interval:
+                return inst
+            if now - self._unknown_macs.get(mac, -1e18) < self.unknown_mac_backoff:
+                return inst
+            self._last_refresh[name] = now  # claimed: other threads skip the reload
+        with self._refresh_lock:
+            log.info(
+                "device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name
             )
-        except ProviderUnavailable as exc:
-            log.warning("refresh of %s metadata failed: %s", name, exc)
+            try:
+                fresh = self.registry.call(
+                    name,
+                    "instance_properties",
+                    context=self.context,
+                    deadline=min(self.context.options.metadata_deadline, 5.0),
+                )
+            except ProviderUnavailable as exc:
+                log.warning("refresh of %s metadata failed: %s", name, exc)
+                return inst
+        if not isinstance(fresh, InstanceSnapshot):
             return inst
-        if isinstance(fresh, InstanceSnapshot):
+        with self._lock:
             self._instances[name] = fresh
             self._attr_cache.clear()
             self._config_cache.clear()
-            return fresh
-        return inst
+            fresh_known = fresh.known_macs()
+            if fresh_known is not None and mac not in fresh_known:
+                self._unknown_macs[mac] = time.monotonic()
+        return fresh
 
     def _is_known(self, inst: InstanceSnapshot | None, device: DeviceIdentifiers) -> bool:
         if inst is None:
@@ -305,7 +325,7 @@ class ProviderHost:
         with self._lock:
             if key in self._attr_cache:
                 return dict(self._attr_cache[key])
-            inst = self._refresh_if_unknown(device)
+        inst = self._refresh_if_unknown(device)
         merged: AttributeMap = {}
         sources: list[str] = []
         if self.cloud is not None and self._serves(self.cloud, "cloud"):
@@ -327,11 +347,12 @@ class ProviderHost:
                 continue
             if not attrs:
                 continue
+            # The cloud plugin's attributes win; an enricher only adds names.
+            new = {k: v for k, v in attrs.items() if k not in merged}
             valid = validate_attributes(
-                attrs, plugin=name, device=device.label(), limit=32 - len(merged)
+                new, plugin=name, device=device.label(), limit=MAX_ATTRIBUTES - len(merged)
             )
-            for k, v in valid.items():
-                merged.setdefault(k, v)
+            merged.update(valid)
         with self._lock:
             if self._is_known(inst, device):
                 self._attr_cache[key] = merged
@@ -347,7 +368,7 @@ class ProviderHost:
             if key in self._config_cache:
                 cached = self._config_cache[key]
                 return cached.model_copy(deep=True) if cached is not None else None
-            inst = self._refresh_if_unknown(device)
+        inst = self._refresh_if_unknown(device)
         try:
             config = self.registry.call(
                 self.cloud, "device_config", context=self.context, instance=inst, device=device
@@ -410,14 +431,27 @@ class ProviderHost:
         """DRANET's precedence chain for one claim on one device.
 
         ``merged = merge(user, cloud)``; if ``merged.profile`` is set,
-        ``merged = merge(merged, profile(merged))``.  The result is validated.
+        ``merged = merge(merged, profile(merged))``.  The config is validated
+        before the profile is asked (so an invalid claim allocates nothing) and
+        again after; if only the profile's answer made it invalid, what the
+        profile allocated is released before the claim is denied.
         """
-        merged = merge_network_config(user_config, self.device_config(device))
-        if merged.profile:
-            result = self.profile_config(device, claim_uid, merged)
-            merged = merge_network_config(merged, result)
+        merged = self._validated(
+            merge_network_config(user_config, self.device_config(device)), device
+        )
+        if not merged.profile:
+            return merged
+        result = self.profile_config(device, claim_uid, merged)
         try:
-            return validate_network_config(merged)
+            return self._validated(merge_network_config(merged, result), device)
+        except ProfileDenied:
+            self.release(device, claim_uid, merged)
+            raise
+
+    @staticmethod
+    def _validated(config: NetworkConfig, device: DeviceIdentifiers) -> NetworkConfig:
+        try:
+            return validate_network_config(config)
         except ValueError as exc:
             raise ProfileDenied(
                 f"the final config for device {device.label()} is invalid: "

@@ -375,16 +375,17 @@ def merge_network_config(user: NetworkConfig | None, base: NetworkConfig | None)
     )
 
 
-def describe_validation_error(exc: Exception) -> str:
-    """One line per problem, ``field.path: message``, without pydantic's URLs."""
+def describe_validation_error(exc: Exception, root: str = "(document)") -> str:
+    """``field.path: message`` per problem, ``;``-joined, without pydantic's URLs."""
     from pydantic import ValidationError
 
     if not isinstance(exc, ValidationError):
         return str(exc)
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "(document)"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        where = ".".join(str(p) for p in err.get("loc", ())) or root
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}")
     return "; ".join(parts)
 
 

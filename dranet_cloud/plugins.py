@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "dranet_cloud"
 
-# DRANET's --cloud-provider-hint spellings, mapped to plugin names.
-HINT_ALIASES = {"gce": "gce", "aws": "aws", "alibaba": "aliyun", "aliyun": "aliyun"}
 NONE_NAMES = {"none", ""}
 
 ROLE_HOOKS = {
@@ -121,7 +119,7 @@ class PluginRegistry:
         key = requested.strip().lower()
         if key in NONE_NAMES and allow_none:
             return None
-        name = HINT_ALIASES.get(key, key)
+        name = self.aliases().get(key, key)
         if self.pm.get_plugin(name) is None:
             installed = ", ".join(self.names()) or "no plugins"
             fix = f"pip install dranet-cloud-{name}" if name.isidentifier() else "check the name"
@@ -130,6 +128,16 @@ class PluginRegistry:
                 f"{fix}, or use one of the installed names" + (" or 'none'" if allow_none else "")
             )
         return name
+
+    def aliases(self) -> dict[str, str]:
+        """Alias (lower-case) -> plugin name, from each plugin's ``provider_aliases``."""
+        out: dict[str, str] = {}
+        for name in self.names():
+            if not self.implements(name, "provider_aliases"):
+                continue
+            for alias in self.call(name, "provider_aliases") or []:
+                out.setdefault(str(alias).lower(), name)
+        return out
 
     def caller(self, name: str, hook: str) -> Any:
         """A hook caller that reaches only plugin ``name``."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from dranet_cloud.cli.main import main
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.testing.environ import isolated_environ
 
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 
@@ -19,7 +19,7 @@ EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 def run(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
+    full_env = isolated_environ(**(env or {}))
     return subprocess.run(
         [*EXE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, input=stdin
     )

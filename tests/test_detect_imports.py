@@ -21,6 +21,7 @@ import pytest
 
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.testing.environ import isolated_environ
 
 HEAVY = ("pydantic", "pydantic_core", "httpx", "sqlite3", "cachetools", "fastapi", "uvicorn")
 PLUGINS = ("gce", "aws", "aliyun", "webhook")
@@ -38,7 +39,7 @@ with open(report, "w") as f:
 
 def run_recording(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
     report = tmp_path / "modules.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DRANET_CLOUD_")}
+    env = isolated_environ()
     res = subprocess.run(
         [sys.executable, "-c", WRAPPER, str(report), *args],
         capture_output=True,

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderInitError
+from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
 from dranet_cloud.plugins import PluginRegistry
 
 from .fakeplugins import ENDPOINT_VAR, FakeCloud, FakeEnricher, FakeProfile, dmi_root, fake_emulator
@@ -233,3 +234,61 @@ def test_unconfirmed_evidence_is_a_warning_naming_plugin_and_reason(
     assert any(
         r.levelno == logging.WARNING and "fakecloud" in r.getMessage() for r in caplog.records
     )
+
+
+def test_invalid_claim_allocates_nothing(tmp_path: Path) -> None:
+    store = MemoryStore()
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
+    host.context._ipam = store
+    dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
+    # Built without validation, as a caller embedding the host might pass it.
+    user = NetworkConfig.model_construct(
+        profile="p",
+        interface=InterfaceConfig.model_construct(dhcp=True, addresses=["10.0.0.1/24"]),
+    )
+    with pytest.raises(ProfileDenied, match="mutually exclusive"):
+        host.network_config(dev, "c1", user)
+    assert store.list() == []
+
+
+def test_profile_answer_that_breaks_the_config_is_released(tmp_path: Path) -> None:
+    store = MemoryStore()
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
+    host.context._ipam = store
+    dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
+    # Valid on its own; the fake profile then adds addresses, which an
+    # unnumbered subinterface cannot carry.
+    user = NetworkConfig.model_validate(
+        {"profile": "p", "interface": {"type": "ipvlan", "unnumbered": True}}
+    )
+    with pytest.raises(ProfileDenied, match="unnumbered"):
+        host.network_config(dev, "c1", user)
+    assert store.list() == [], "the denied claim's allocation was not released"
+
+
+def test_unknown_mac_backs_off_after_a_refresh(tmp_path: Path) -> None:
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env)
+        host.refresh_interval = 0.0  # only the per-MAC back-off limits reloads
+        bridge = DeviceIdentifiers(name="br0", mac_address="02:00:00:00:00:01")
+        for _ in range(3):
+            assert host.device_config(bridge) is None
+        loads = [r.path for r in emu.log].count("/meta")
+    assert loads == 2, "a MAC still unknown after one reload must not reload again at once"
+
+
+def test_aliases_come_from_plugins() -> None:
+    class Aliased:
+        @hookimpl
+        def provider_aliases(self) -> list[str]:
+            return ["ACME-Cloud"]
+
+        @hookimpl
+        def instance_properties(self, context: object, deadline: float) -> None:
+            return None
+
+    reg, _ = registry(("acme", Aliased()))
+    assert reg.resolve("acme-cloud", flag="--cloud-provider-hint") == "acme"
+    assert reg.resolve("FAKECLOUD", flag="--cloud-provider-hint") == "fakecloud"

@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from dranet_cloud.testing import Emulator, Request, Response
+from dranet_cloud.testing.environ import isolated_environ
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
@@ -121,7 +122,7 @@ class ServeProcess:
         ]
         for rng in ranges:
             argv += ["--ipam-range", rng]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DRANET_CLOUD_")}
+        env = isolated_environ()
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
                 [*argv, *extra], stdout=subprocess.PIPE, stderr=err, cwd=REPO, env=env

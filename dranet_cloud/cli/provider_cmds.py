@@ -60,11 +60,13 @@ def run_detect(args: argparse.Namespace) -> int:
     from ..detection import NO_PROVIDER
 
     result = _auto_detect(args)
-    host = None
     if result is None or result.provider != NO_PROVIDER:
         # A provider was named or found: prove it starts (its instance loads).
         host = build_host(args, start=False)
-        result = host.start(detection=result)
+        try:
+            result = host.start(detection=result)
+        finally:
+            host.close()
     data = {
         "provider": result.provider,
         "explicit": result.explicit,
@@ -78,8 +80,6 @@ def run_detect(args: argparse.Namespace) -> int:
         if result.failures:
             for name, why in result.failures.items():
                 sys.stdout.write(f"  not {name}: {why}\n")
-    if host is not None:
-        host.close()
     return 0
 
 
@@ -117,24 +117,28 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
 
 def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
     host = build_host(args)
-    root = host.context.host_root
-    devices = [parse_device(s, root) for s in args.device] if args.device else root.net_devices()
-    out: dict[str, Any] = {
-        "provider": host.cloud or "none",
-        "instance": host.describe_instance(),
-        "devices": [],
-    }
-    for dev in devices:
-        config = host.device_config(dev)
-        out["devices"].append(
-            {
-                "device": dev.to_wire(),
-                "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
-                "config": config.to_wire() if config is not None else None,
-            }
+    try:
+        root = host.context.host_root
+        devices = (
+            [parse_device(s, root) for s in args.device] if args.device else root.net_devices()
         )
-    host.close()
-    return out
+        out: dict[str, Any] = {
+            "provider": host.cloud or "none",
+            "instance": host.describe_instance(),
+            "devices": [],
+        }
+        for dev in devices:
+            config = host.device_config(dev)
+            out["devices"].append(
+                {
+                    "device": dev.to_wire(),
+                    "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
+                    "config": config.to_wire() if config is not None else None,
+                }
+            )
+        return out
+    finally:
+        host.close()
 
 
 def run_describe(args: argparse.Namespace) -> int:

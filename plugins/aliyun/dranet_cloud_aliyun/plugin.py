@@ -109,3 +109,9 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from . import sample_hosts
 
     return sample_hosts.sample_host(dest, variant)
+
+
+@hookimpl
+def provider_aliases() -> list[str]:
+    """DRANET calls this provider ``ALIBABA`` in ``--cloud-provider-hint``."""
+    return ["alibaba"]

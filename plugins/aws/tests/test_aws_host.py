@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, open_store
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.testing import Emulator
+from dranet_cloud.testing.environ import isolated_environ
 
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
@@ -27,7 +27,7 @@ D = "aws.dra.net/"
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "DRANET_CLOUD_"))}
+    clean = isolated_environ()
     return subprocess.run(
         [*EXE, *args], capture_output=True, text=True, env={**clean, **env}, timeout=60
     )
@@ -233,3 +233,31 @@ def test_profile_get_repeat_release_through_the_cli(
         assert store.list() == []
     finally:
         store.close()
+
+
+def test_dhcp_claim_through_the_host_holds_no_address(
+    aws_emulator: Emulator, aws_sample: SampleHost
+) -> None:
+    # Regression: the profile allocated for a DHCP claim, the host rejected
+    # the final config (dhcp and addresses are exclusive) and the addresses
+    # stayed held.  Every ENI of the sample is asked, prefix ones included.
+    host = ProviderHost(
+        cloud_provider_hint="aws",
+        host_root=str(aws_sample.root),
+        env=aws_emulator.env,
+        options=ProviderOptions(metadata_deadline=5.0),
+        ipam=MemoryStore(),
+    )
+    host.start()
+    try:
+        claim = NetworkConfig.model_validate(
+            {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+        )
+        devices = [d for d in host.context.host_root.net_devices() if d.mac is not None]
+        assert devices
+        for dev in devices:
+            final = host.network_config(dev, "dhcp-1", claim)
+            assert final.interface.dhcp is True and not final.interface.addresses
+        assert host.context.ipam.list() == []
+    finally:
+        host.close()

@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-import httpx
-
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
@@ -47,11 +45,6 @@ def endpoint_from_env(env: Mapping[str, str]) -> Endpoint:
 
 def client_for(context: ProviderContext, *, timeout: float | None = None) -> MetadataClient:
     endpoint = endpoint_from_env(context.env)
-    transport: httpx.HTTPTransport | None = None
-    if not endpoint.url.startswith("https://"):
-        # GCE's metadata server speaks plain HTTP: skip building a TLS trust
-        # store (~50 ms per client), which would dominate detection time.
-        transport = httpx.HTTPTransport(uds=endpoint.uds_path, verify=False)
     flavor = {FLAVOR_HEADER: FLAVOR_VALUE}
     return MetadataClient(
         endpoint,
@@ -60,7 +53,6 @@ def client_for(context: ProviderContext, *, timeout: float | None = None) -> Met
         required_response_headers=flavor,
         timeout=timeout if timeout is not None else context.options.request_timeout,
         max_bytes=MAX_TREE_BYTES,
-        transport=transport,
     )
 
 

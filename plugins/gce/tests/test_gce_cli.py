@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud.cli.main import main
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator
+from dranet_cloud.testing.environ import isolated_environ
 
 RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
 CLAIM = {"profile": "gce-subinterface", "interface": {"type": "ipvlan"}}
@@ -217,7 +217,7 @@ def test_emulate_command_serves_a_fixture(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GCE_")},
+        env=isolated_environ(),
     )
     try:
         assert proc.stdout is not None

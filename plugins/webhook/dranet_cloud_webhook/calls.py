@@ -22,6 +22,7 @@ from dranet_cloud.models import (
     DeviceIdentifiers,
     NetworkConfig,
     ProfileRequest,
+    describe_validation_error,
 )
 
 from .client import WebhookAnswer, WebhookUnavailable, check_status, pooled_client, send
@@ -64,16 +65,6 @@ def _json_or_none(answer: WebhookAnswer, endpoint: WebhookEndpoint, path: str) -
         ) from None
 
 
-def format_validation_error(exc: ValidationError, root: str = "(document)") -> str:
-    """``interface.addresses: addresses[0] '10.0.0.1' is not a CIDR`` style field errors."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or root
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
-
-
 def parse_network_config(doc: Any, endpoint: WebhookEndpoint, path: str) -> NetworkConfig | None:
     """Validate a NetworkConfig answer; the error names every invalid field."""
     if doc is None:
@@ -83,7 +74,7 @@ def parse_network_config(doc: Any, endpoint: WebhookEndpoint, path: str) -> Netw
     except ValidationError as exc:
         raise InvalidAnswer(
             f"{PLUGIN}: POST {endpoint.describe(path)} answered an invalid NetworkConfig "
-            f"({format_validation_error(exc)}); fix the webhook"
+            f"({describe_validation_error(exc)}); fix the webhook"
         ) from None
 
 
@@ -116,7 +107,7 @@ def parse_attribute_map(
                 name,
                 device.label(),
                 where,
-                format_validation_error(exc, root="value"),
+                describe_validation_error(exc, root="value"),
             )
     return attributes
 

@@ -29,6 +29,7 @@ from dranet_cloud_webhook.example_server import (
 )
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
+from dranet_cloud.testing.environ import isolated_environ
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_SCRIPT = REPO / "plugins" / "webhook" / "examples" / "example_webhook.py"
@@ -176,7 +177,7 @@ class CliResult:
 
 
 def _clean_env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRANET_CLOUD_", "GCE_"))}
+    env = isolated_environ()
     env.update(extra or {})
     return env
 
