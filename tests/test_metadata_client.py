@@ -80,7 +80,9 @@ def emu() -> Iterator[Emulator]:
 
 
 def endpoint_for(emu: Emulator) -> Endpoint:
-    return resolve_endpoint(emu.env, "http://169.254.169.254", [("GCE_METADATA_HOST", None)])
+    # The fallback is a closed loopback port: a fixture that forgot its
+    # override can never send a request to the real metadata address.
+    return resolve_endpoint(emu.env, "http://127.0.0.1:9", [("GCE_METADATA_HOST", None)])
 
 
 @pytest.fixture
