@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..iprange import IPRange
+
+if TYPE_CHECKING:
+    from ..claims import ClaimReference
 
 
 @dataclass(frozen=True, order=True)
@@ -31,12 +34,20 @@ class Allocation:
     address: str  # host CIDR: 10.0.0.5/32, 2001:db8::5/128
     static: bool  # reserved from user intent rather than allocated from a range
     created_at: datetime
+    # The claim's namespace/name and pods when the caller knew them (gen2
+    # DRANET sends the whole ResourceClaim); leak reclaiming checks these
+    # against the Kubernetes API.  ``None`` for allocations known only by UID.
+    claim: ClaimReference | None = None
 
 
 class IpamStore(Protocol):
-    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]: ...
+    def allocate(
+        self, owner: Owner, ranges: Sequence[IPRange], *, claim: ClaimReference | None = None
+    ) -> list[str]: ...
 
-    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]: ...
+    def reserve(
+        self, owner: Owner, addresses: Sequence[str], *, claim: ClaimReference | None = None
+    ) -> list[str]: ...
 
     def release(self, owner: Owner) -> list[str]: ...
 

@@ -14,6 +14,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 from ..errors import AddressConflict, RangeExhausted
 from ..iprange import IPRange, address_of
@@ -27,6 +28,9 @@ from .requests import (
     parse_static,
     start_offset,
 )
+
+if TYPE_CHECKING:
+    from ..claims import ClaimReference
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +108,9 @@ class MemoryStore:
 
     # -- the store API -----------------------------------------------------
 
-    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]:
+    def allocate(
+        self, owner: Owner, ranges: Sequence[IPRange], *, claim: ClaimReference | None = None
+    ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._lock:
             held = self._held(owner)
@@ -131,14 +137,18 @@ class MemoryStore:
                         f"{owner} ({self._count_in(rng)} of {rng.size} held); free addresses "
                         "with `dranet-cloud ipam gc` or configure a larger range"
                     )
-                alloc = Allocation(owner, host_cidr(address_of(rng.version, free)), False, now)
+                alloc = Allocation(
+                    owner, host_cidr(address_of(rng.version, free)), False, now, claim
+                )
                 new.append(alloc)
                 result.append(alloc.address)
             for alloc in new:
                 self._add(alloc)
             return result
 
-    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]:
+    def reserve(
+        self, owner: Owner, addresses: Sequence[str], *, claim: ClaimReference | None = None
+    ) -> list[str]:
         wanted = parse_static(owner, addresses)
         with self._lock:
             new: list[Allocation] = []
@@ -146,7 +156,7 @@ class MemoryStore:
             for addr in wanted:
                 holder = self._by_key.get((addr.version, int(addr)))
                 if holder is None:
-                    new.append(Allocation(owner, host_cidr(addr), True, now))
+                    new.append(Allocation(owner, host_cidr(addr), True, now, claim))
                 elif holder.owner != owner:
                     raise AddressConflict(
                         f"ipam: {addr} requested by {owner} is already held by {holder.owner} "

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import AddressConflict, ConfigError, ProviderUnavailable, RangeExhausted
 from ..iprange import IPRange, address_of
@@ -49,6 +49,9 @@ from .requests import (
     parse_static,
     start_offset,
 )
+
+if TYPE_CHECKING:
+    from ..claims import ClaimReference
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +302,9 @@ class SqliteStore:
 
     # -- the store API -----------------------------------------------------
 
-    def allocate(self, owner: Owner, ranges: Sequence[IPRange]) -> list[str]:
+    def allocate(
+        self, owner: Owner, ranges: Sequence[IPRange], *, claim: ClaimReference | None = None
+    ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._transaction() as conn:
             held = self._owner_rows(conn, owner)
@@ -332,7 +337,9 @@ class SqliteStore:
                 result.append(alloc.address)
             return result
 
-    def reserve(self, owner: Owner, addresses: Sequence[str]) -> list[str]:
+    def reserve(
+        self, owner: Owner, addresses: Sequence[str], *, claim: ClaimReference | None = None
+    ) -> list[str]:
         wanted = parse_static(owner, addresses)
         with self._transaction() as conn:
             now = self._clock()
