@@ -57,7 +57,14 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
 
 def run(args: argparse.Namespace) -> int:
     emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
-    emu.start()
+    try:
+        emu.start()
+    except OSError as exc:
+        # Most often a port another process holds: say which and how to pick one.
+        raise ConfigError(
+            f"emulate {args.plugin}: cannot listen on {args.listen} ({exc.strerror or exc}); "
+            "stop what uses it or pick a free address, e.g. --listen 127.0.0.1:0"
+        ) from None
     sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
     sys.stdout.flush()
     try:
