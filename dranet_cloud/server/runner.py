@@ -28,6 +28,7 @@ from ..host import ProviderHost
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 from .collector import PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
+from .metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,9 @@ class WebhookServer:
         self.app = create_app(
             host, max_body_bytes=options.max_body_bytes, access_log=options.access_log
         )
+        # Prometheus /metrics and per-request counters wrap the protocol app.
+        self.metrics = ServerMetrics(host, lambda: self.collector)
+        self.asgi = self.metrics.wrap(self.app)
         if host.profile_routes or self.collector is not None:
             # Open the store now: a bad --ipam-db fails start-up, not every claim.
             _ = host.context.ipam
@@ -116,7 +120,7 @@ class WebhookServer:
     def _prepare(self) -> _Uvicorn:
         self.bound = bind(self.address, socket_mode=self.options.socket_mode)
         config = uvicorn.Config(
-            self.app,
+            self.asgi,
             lifespan="off",
             log_config=None,
             access_log=False,
