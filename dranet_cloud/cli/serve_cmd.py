@@ -146,10 +146,7 @@ def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
     from .. import __version__
     from ..ipam import resolve_db_path
 
-    if args.ipam_memory:
-        database = "memory (lost at exit)"
-    else:
-        database = resolve_db_path(args.ipam_db)
+    database = "memory (lost at exit)" if args.ipam_memory else resolve_db_path(args.ipam_db)
     gc = (
         f"every {args.gc_interval}, older than {args.gc_older_than or '-'}, "
         f"live claims {args.gc_live_claims or '-'}"
