@@ -54,7 +54,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.timeout_keep_alive = self.limits.idle_timeout  # uvicorn's setting is whole seconds
+        # uvicorn types its setting as whole seconds; call_later takes any float.
+        self.timeout_keep_alive = self.limits.idle_timeout  # type: ignore[assignment]
         self._request_timer: asyncio.TimerHandle | None = None
         self._busy = False
 
