@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 
+from .logsafe import safe
 from .models import AttributeMap, DeviceAttribute
 
 log = logging.getLogger(__name__)
@@ -83,20 +84,20 @@ def validate_attributes(
         problem = attribute_name_problem(qualified) or attribute_value_problem(attr)
         if problem:
             log.warning(
-                "plugin %s, device %s: dropping attribute %r: %s",
+                "plugin %s, device %s: dropping attribute %s: %s",
                 plugin,
-                device,
-                qualified,
-                problem,
+                safe(device),
+                safe(qualified, 80),
+                safe(problem, 300),
             )
             continue
         if len(kept) >= limit:
             log.warning(
-                "plugin %s, device %s: dropping attribute %r: a device carries at most %d "
+                "plugin %s, device %s: dropping attribute %s: a device carries at most %d "
                 "attributes",
                 plugin,
-                device,
-                qualified,
+                safe(device),
+                safe(qualified, 80),
                 MAX_ATTRIBUTES,
             )
             continue

@@ -62,7 +62,9 @@ log = logging.getLogger(__name__)
 access_log = logging.getLogger("dranet_cloud.server.access")
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
-DEFAULT_WORKERS = 16
+# Enough for a batch of concurrent IPAM writes to share a commit; more threads only
+# fight over the GIL and the store lock.
+DEFAULT_WORKERS = 8
 _MAX_REPORTED_ERRORS = 5
 T = TypeVar("T")
 
