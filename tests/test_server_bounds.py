@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import sqlite3
+import ssl
 import stat
 import subprocess
 import sys
@@ -456,5 +458,62 @@ def test_health_body_is_exactly_the_roles(host: ProviderHost, tmp_path: Path) ->
     try:
         _, r = timed_health(server)
         assert json.loads(r.content) == {"cloudProvider": False, "profileProvider": True}
+    finally:
+        server.stop()
+
+
+# --- listening beyond loopback ------------------------------------------------------------
+
+
+def test_listening_beyond_loopback_warns(
+    host: ProviderHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    server = WebhookServer(host, ServeOptions(listen="0.0.0.0:0"), close_host=False).start()
+    server.stop()
+    assert any("beyond loopback" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    server = WebhookServer(host, ServeOptions(listen="127.0.0.1:0"), close_host=False).start()
+    server.stop()
+    assert not any("beyond loopback" in r.getMessage() for r in caplog.records)
+
+
+def test_tls_cert_and_key_serve_https(host: ProviderHost, tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    options = ServeOptions(listen="127.0.0.1:0", tls_cert=str(cert), tls_key=str(key))
+    server = WebhookServer(host, options).start()
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        ctx = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(verify=ctx, trust_env=False) as c:
+            r = c.get(server.url + "/health")
+        assert r.status_code == 200 and r.json()["profileProvider"] is True
     finally:
         server.stop()

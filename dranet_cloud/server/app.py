@@ -366,9 +366,10 @@ class ByodpApp:
             headers.append((b"content-type", ctype))
             if ctype is _TEXT:
                 headers.append(_NO_SNIFF)
+        # Logged before the answer leaves: once a client has it, the line exists.
+        self._finished(method, path, status, started, claim)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
-        self._finished(method, path, status, started, claim)
 
     def _finished(
         self, method: str, path: str, status: int, started: float, claim: str | None
