@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from dranet_cloud_aliyun import plugin
@@ -11,12 +12,12 @@ from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic
 from dranet_cloud.context import ProviderContext, SampleHost
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers, validate_network_config
 from dranet_cloud.nic import resolve_nic
 from dranet_cloud.testing import Emulator, HostRootBuilder
 
 RDMA0 = "00:16:3e:2c:8a:11"
+StartHost = Callable[[Path, dict[str, str]], ProviderHost]
 
 
 def _instance(**overrides: str | None) -> AliyunInstance:
@@ -149,14 +150,10 @@ def test_other_bond_modes_are_not_ipvlan(tmp_path: Path) -> None:
     )
 
 
-def test_bond_config_through_the_host(ecs_emulator: Emulator, bond_sample: SampleHost) -> None:
-    host = ProviderHost(
-        cloud_provider_hint="aliyun",
-        host_root=str(bond_sample.root),
-        env=ecs_emulator.env,
-        ipam=MemoryStore(),
-    )
-    host.start()
+def test_bond_config_through_the_host(
+    ecs_emulator: Emulator, bond_sample: SampleHost, started_host: StartHost
+) -> None:
+    host = started_host(bond_sample.root, ecs_emulator.env)
     try:
         config = host.device_config(
             DeviceIdentifiers(name="bond0", mac_address="00:16:3e:5d:01:a0")
@@ -169,7 +166,7 @@ def test_bond_config_through_the_host(ecs_emulator: Emulator, bond_sample: Sampl
 
 
 def test_a_pci_nic_named_by_dranet_gets_its_mtu_and_policy_routing(
-    erdma_sample: SampleHost, ecs_emulator: Emulator
+    erdma_sample: SampleHost, erdma_host: ProviderHost
 ) -> None:
     """Gen1 DRANET names eth1 ``pci-0000-00-06-0``; no /sys/class/net entry has that name."""
     context, eth1 = _eth1(erdma_sample)
@@ -184,17 +181,7 @@ def test_a_pci_nic_named_by_dranet_gets_its_mtu_and_policy_routing(
     ):
         got = plugin.device_config(context=context, instance=_instance(), device=device)
         assert got == expected, device
-    host = ProviderHost(
-        cloud_provider_hint="aliyun",
-        host_root=str(erdma_sample.root),
-        env=ecs_emulator.env,
-        ipam=MemoryStore(),
-    )
-    host.start()
-    try:
-        by_name = host.device_config(DeviceIdentifiers(name="eth1", mac_address=RDMA0))
-        by_dra = host.device_config(DeviceIdentifiers(name="pci-0000-00-06-0"))
-    finally:
-        host.close()
+    by_name = erdma_host.device_config(DeviceIdentifiers(name="eth1", mac_address=RDMA0))
+    by_dra = erdma_host.device_config(DeviceIdentifiers(name="pci-0000-00-06-0"))
     assert by_name is not None and by_name.interface.mtu == 8500 and by_name.rules
     assert by_dra == by_name
