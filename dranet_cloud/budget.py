@@ -63,11 +63,8 @@ STANDARD = "resource.kubernetes.io"
 
 # Link attributes DRANET publishes on every netdev, plus the ones that follow
 # run-time state (counted as present: they may appear after we answered).
-NETDEV_ALWAYS = tuple(
-    f"{DRA}/{n}"
-    for n in ("ifName", "mac", "mtu", "encapsulation", "alias", "state", "type")
-    + ("ebpf", "sriov", "virtual")
-)
+_LINK = ("ifName", "mac", "mtu", "encapsulation", "alias", "state", "type", "ebpf", "sriov")
+NETDEV_ALWAYS = tuple(f"{DRA}/{n}" for n in (*_LINK, "virtual"))
 NETDEV_RUNTIME = tuple(f"{DRA}/{n}" for n in ("ipv4", "ipv6", "tcFilterNames", "tcxProgramNames"))
 PCI_ALWAYS = (
     f"{DRA}/pciAddress",
@@ -133,6 +130,36 @@ def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
             if nd.name == device.name:
                 return LocatedNic(nd.name, nd.pci_address)
     return None
+
+
+# Drivers that never create a netdev or RDMA link: DRANET does not publish
+# their functions (``nonNetdevDrivers`` in its inventory).
+NON_NETDEV_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio", "pci-stub"})
+
+
+def dranet_devices(root: HostRoot) -> list[DeviceIdentifiers]:
+    """The devices DRANET publishes on this node, as it would ask about them.
+
+    Every netdev but ``lo``; then every PCI network function (class ``0x02``,
+    or unknown class) bound to a driver that makes netdevs, whose netdev is not
+    visible (EFA, InfiniBand-only); then RDMA devices on any other PCI
+    function (eRDMA).  The second kind carries only its PCI address and an
+    empty name, as DRANET sends it.
+    """
+    out = list(root.net_devices())
+    seen = {d.pci_address for d in out if d.pci_address}
+    for pci in root.listdir("/sys/bus/pci/devices"):
+        if pci in seen:
+            continue
+        driver = root.pci_driver(pci)
+        klass = root.read_text(f"/sys/bus/pci/devices/{pci}/class")
+        network = klass is None or klass.lower().startswith("0x02")
+        if network and driver is not None and driver not in NON_NETDEV_DRIVERS:
+            out.append(DeviceIdentifiers(name="", pci_address=pci))
+            seen.add(pci)
+    for pci in sorted(set(root.infiniband_pci_addresses().values()) - seen):
+        out.append(DeviceIdentifiers(name="", pci_address=pci))
+    return out
 
 
 def _int(text: str | None) -> int | None:
@@ -223,8 +250,9 @@ class AttributeBudget:
 
     def for_device(self, root: HostRoot, device: DeviceIdentifiers) -> DeviceBudget:
         nic = locate(root, device)
+        names: tuple[str, ...] = ()
         if nic is None:
-            count, source, names = DRANET_MAX, "not found on the node: DRANET's maximum", ()
+            count, source = DRANET_MAX, "not found on the node: DRANET's maximum"
         else:
             names = tuple(dranet_attributes(root, nic))
             count, source = len(names) + DRANET_CAPACITIES, "sysfs"

@@ -89,6 +89,9 @@ class SampleHost:
     root: Path
     description: str
     claim_device: str | None = None  # a NIC that can carry an IPVLAN claim
+    # The emulator fixture this node matches, when it is not the plugin's
+    # default one (a variant that is another instance type).
+    fixture: Path | None = None
 
 
 def __getattr__(name: str) -> Any:

@@ -356,9 +356,7 @@ class ProviderHost:
             new = {k: v for k, v in attrs.items() if k not in merged}
             valid = validate_attributes(new, plugin=name, device=device.label())
             room = budget.providers - len(merged)
-            merged.update(
-                self.budget.fit(name, device, valid, self._ranking(name), room, budget)
-            )
+            merged.update(self.budget.fit(name, device, valid, self._ranking(name), room, budget))
         with self._lock:
             if self._is_known(inst, device):
                 self._attr_cache[key] = merged

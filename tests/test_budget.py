@@ -91,7 +91,7 @@ def test_floor_setting(tmp_path: Path) -> None:
     mlx = budget.for_device(root, DeviceIdentifiers(name="eth1", mac_address=MLX[1]))
     assert (mlx.dranet, mlx.providers) == (24, 8), "a floor never raises the providers' budget"
     for bad in ("-1", "33", "many"):
-        with pytest.raises(ConfigError, match="budget.dranet_floor"):
+        with pytest.raises(ConfigError, match=r"budget\.dranet_floor"):
             AttributeBudget.from_settings({"budget.dranet_floor": bad})
 
 

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         sample = reg.call(name, "sample_host", dest=tmpdir / "host", variant=args.variant)
         if sample is None:
             raise ConfigError(f"plugin {name} has no sample host variant {args.variant!r}")
-        emu = build_emulator(name, None, "127.0.0.1:0", None)
+        fixture = str(sample.fixture) if sample.fixture is not None else None
+        emu = build_emulator(name, fixture, "127.0.0.1:0", None)
         emu.start()
         try:
             report.step(f"started the {name} metadata emulator", f"{emu.url}  env {emu.env}")
