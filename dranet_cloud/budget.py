@@ -30,10 +30,10 @@ present, so the cap still holds after they appear.  Counting rules:
 * DRANET sets no capacities.
 
 A device the node's files do not show at all is charged DRANET's maximum
-(:data:`DRANET_MAX`).  ``--set budget.dranet_floor=N`` raises the count to at
-least ``N`` on every device, for a DRANET build that publishes more than the
-one read here; it can only lower the providers' budget, never raise it, so no
-setting can make the node publish a slice the API server rejects.
+(:data:`DRANET_MAX`).  ``--dranet-attribute-floor N`` raises the count to
+at least ``N`` on every device, for a DRANET build that publishes more than
+the one read here; it can only lower the providers' budget, never raise it,
+so no setting can make the node publish a slice the API server rejects.
 
 Ranking: the host keeps each plugin's most useful attributes first.  A plugin
 ranks them with the ``attribute_ranking`` hook, or by the order of the mapping
@@ -86,7 +86,7 @@ DRANET_MAX = (
     len(NETDEV_ALWAYS) + len(NETDEV_RUNTIME) + 2 + len(PCI_ALWAYS) + len(PCI_NUMA) + 2
 ) + DRANET_CAPACITIES
 
-FLOOR_SETTING = "budget.dranet_floor"
+FLOOR_FLAG = "--dranet-attribute-floor"
 _DROP_LOG_SIZE = 4096
 
 
@@ -233,18 +233,14 @@ class AttributeBudget:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: dict[str, str]) -> AttributeBudget:
-        """Read ``budget.dranet_floor`` (an integer 0-32) from ``--set`` settings."""
+    def with_floor(cls, floor: int) -> AttributeBudget:
+        """A budget assuming DRANET publishes at least ``floor`` (0-32) per device."""
         from .errors import ConfigError
 
-        raw = settings.get(FLOOR_SETTING)
-        if raw is None:
-            return cls()
-        floor = _int(raw.strip())
-        if floor is None or not 0 <= floor <= MAX_ATTRIBUTES:
+        if not 0 <= floor <= MAX_ATTRIBUTES:
             raise ConfigError(
-                f"--set {FLOOR_SETTING}={raw!r}: expected an integer from 0 to "
-                f"{MAX_ATTRIBUTES} (the fewest attributes DRANET is assumed to publish per NIC)"
+                f"{FLOOR_FLAG} {floor}: expected a whole number from 0 to {MAX_ATTRIBUTES} "
+                "(the fewest attributes DRANET is assumed to publish per device)"
             )
         return cls(floor=floor)
 
@@ -257,7 +253,7 @@ class AttributeBudget:
             names = tuple(dranet_attributes(root, nic))
             count, source = len(names) + DRANET_CAPACITIES, "sysfs"
         if self.floor > count:
-            count, source = self.floor, f"{source}; raised to {FLOOR_SETTING}={self.floor}"
+            count, source = self.floor, f"{source}; raised to {FLOOR_FLAG} {self.floor}"
         return DeviceBudget(count, max(0, self.limit - count), source, names)
 
     def fit(

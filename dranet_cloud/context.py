@@ -41,6 +41,9 @@ class ProviderOptions:
     probe_timeout: float = 1.0
     detect_deadline: float = 3.0
     request_timeout: float = 2.0
+    # The fewest attributes DRANET is assumed to publish per device (see
+    # dranet_cloud.budget); 0 = exactly what its sysfs count says.
+    dranet_attribute_floor: int = 0
     settings: dict[str, str] = field(default_factory=dict)
 
     def setting(self, key: str, default: str | None = None) -> str | None:

@@ -94,7 +94,7 @@ class ProviderHost:
         )
         if ipam is not None:
             self.context._ipam = ipam
-        self.budget = AttributeBudget.from_settings(opts.settings)
+        self.budget = AttributeBudget.with_floor(opts.dranet_attribute_floor)
         self._rankings: dict[str, list[str] | None] = {}
         self.refresh_interval = refresh_interval
         self.unknown_mac_backoff = unknown_mac_backoff

@@ -82,17 +82,22 @@ def test_device_found_by_mac_not_by_name(tmp_path: Path) -> None:
     assert count(root, moved) == 24
 
 
-def test_floor_setting(tmp_path: Path) -> None:
+def test_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = node(tmp_path)
-    budget = AttributeBudget.from_settings({"budget.dranet_floor": "22"})
+    budget = AttributeBudget.with_floor(22)
     efa = budget.for_device(root, DeviceIdentifiers(name="", pci_address=EFA_PCI))
     assert (efa.dranet, efa.providers) == (22, 10)
-    assert "budget.dranet_floor=22" in efa.source
+    assert "--dranet-attribute-floor 22" in efa.source
     mlx = budget.for_device(root, DeviceIdentifiers(name="eth1", mac_address=MLX[1]))
     assert (mlx.dranet, mlx.providers) == (24, 8), "a floor never raises the providers' budget"
-    for bad in ("-1", "33", "many"):
-        with pytest.raises(ConfigError, match=r"budget\.dranet_floor"):
-            AttributeBudget.from_settings({"budget.dranet_floor": bad})
+    for bad in (-1, 33):
+        with pytest.raises(ConfigError, match="--dranet-attribute-floor"):
+            AttributeBudget.with_floor(bad)
+    args = ["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none", "-o"]
+    assert main([*args, "json", "--dranet-attribute-floor", "30", "--device", "eth0"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["devices"]
+    assert entry["budget"]["dranet"] == 30 and entry["budget"]["providers"] == 2
+    assert main([*args, "json", "--dranet-attribute-floor", "40"]) == 2
 
 
 def attrs(*names: str) -> AttributeMap:

@@ -68,6 +68,14 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         help="per-probe timeout during auto-detection (default 1)",
     )
     g.add_argument(
+        "--dranet-attribute-floor",
+        type=int,
+        default=int(os.environ.get("DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR", "0") or 0),
+        metavar="N",
+        help="assume DRANET publishes at least N attributes per device (0-32; default 0: "
+        "count them from sysfs); only ever lowers what providers may add",
+    )
+    g.add_argument(
         "--set",
         dest="settings",
         action="append",
@@ -152,6 +160,7 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
         probe_timeout=args.probe_timeout,
+        dranet_attribute_floor=args.dranet_attribute_floor,
         settings=settings,
     )
 
