@@ -76,6 +76,13 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         "count them from sysfs); only ever lowers what providers may add",
     )
     g.add_argument(
+        "--node-name",
+        default=None,
+        metavar="NAME",
+        help="this node's Kubernetes name, for plugins that read the Node object "
+        "(default: $NODE_NAME, the downward API convention)",
+    )
+    g.add_argument(
         "--set",
         dest="settings",
         action="append",
@@ -161,6 +168,8 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
         metadata_deadline=args.metadata_deadline,
         probe_timeout=args.probe_timeout,
         dranet_attribute_floor=args.dranet_attribute_floor,
+        node_name=args.node_name,
+        kubeconfig=getattr(args, "kubeconfig", None),
         settings=settings,
     )
 

@@ -36,7 +36,8 @@ def register(sub: Any) -> None:
         default=[],
         metavar="SPEC",
         help="name=eth1,mac=..,pci=.. or a bare name (repeatable); "
-        "default: every NIC under <host-root>/sys/class/net",
+        "default: every device DRANET publishes (netdevs under <host-root>/sys/class/net "
+        "and PCI network functions without one, such as EFA)",
     )
     p.set_defaults(func=run_describe)
 
@@ -123,8 +124,11 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
     host = build_host(args)
     try:
         root = host.context.host_root
+        from ..budget import dranet_devices
+
+        # Default: what DRANET publishes, netdevs and PCI-only functions (EFA, IB-only).
         devices = (
-            [parse_device(s, root) for s in args.device] if args.device else root.net_devices()
+            [parse_device(s, root) for s in args.device] if args.device else dranet_devices(root)
         )
         out: dict[str, Any] = {
             "provider": host.cloud or "none",
@@ -163,7 +167,7 @@ def run_describe(args: argparse.Namespace) -> int:
         budget = d["budget"]
         rows.append(
             (
-                dev["name"],
+                dev["name"] or dev.get("pci_address", ""),
                 dev.get("mac_address", ""),
                 iface.get("mtu", ""),
                 len(cfg.get("routes", []) or []),

@@ -43,8 +43,11 @@ def describe(emu: Emulator, root: Path, *extra: str) -> dict[str, Any]:
 def check_describe(data: dict[str, Any], macs: dict[str, dict[str, Any]]) -> None:
     assert data["provider"] == "aws"
     assert data["instance"]["identity"]["instance_type"] == "p5.48xlarge"
-    devices = {d["device"]["mac_address"]: d for d in data["devices"]}
-    assert set(devices) == set(macs)
+    devices = {d["device"].get("mac_address"): d for d in data["devices"]}
+    # The ENIs by MAC, and the EFA functions (no MAC) with instance attributes only.
+    assert set(devices) - {None} == set(macs)
+    efa = [d for d in data["devices"] if "mac_address" not in d["device"]]
+    assert len(efa) == 4 and all(D + "interfaceId" not in d["attributes"] for d in efa)
     tables = set()
     for mac, keys in macs.items():
         entry = devices[mac]
