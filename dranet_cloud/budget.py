@@ -105,61 +105,29 @@ class LocatedNic:
 
 
 def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
-    """Find ``device`` under ``root``: by MAC, then PCI address, then name.
+    """Where ``device`` is on the node, through the core's NIC resolver.
 
-    ``None`` when nothing in ``/sys/class/net`` or ``/sys/bus/pci/devices``
-    matches.  Never trusts the name alone when a MAC was given and another
-    netdev carries it.
+    ``None`` when neither its netdev nor its PCI function is under ``root``.
+    A NIC the resolver did not find whose PCI function is still there (its
+    netdev moved into a pod) keeps its netdev in DRANET's count when the
+    caller named one (a MAC or an interface name).
     """
-    netdevs = root.net_devices()
-    mac = device.mac
-    named = mac is not None or bool(device.name)
-    if mac is not None:
-        for nd in netdevs:
-            if nd.mac == mac:
-                return LocatedNic(nd.name, nd.pci_address)
-    pci = (device.pci_address or "").lower() or None
-    if pci is not None:
-        for nd in netdevs:
-            if nd.pci_address == pci:
-                return LocatedNic(nd.name, pci)
-        if root.path(f"/sys/bus/pci/devices/{pci}").exists():
-            return LocatedNic(None, pci, netdev=named)
-    if device.name and mac is None:
-        for nd in netdevs:
-            if nd.name == device.name:
-                return LocatedNic(nd.name, nd.pci_address)
+    from .nic import resolve_nic
+
+    nic = resolve_nic(root, device)
+    if nic.found:
+        return LocatedNic(nic.ifname, nic.pci_address, netdev=nic.ifname is not None)
+    pci = nic.pci_address
+    if pci is not None and root.path(f"/sys/bus/pci/devices/{pci}").exists():
+        return LocatedNic(None, pci, netdev=device.mac is not None or bool(device.name))
     return None
 
 
-# Drivers that never create a netdev or RDMA link: DRANET does not publish
-# their functions (``nonNetdevDrivers`` in its inventory).
-NON_NETDEV_DRIVERS = frozenset({"vfio-pci", "uio_pci_generic", "igb_uio", "pci-stub"})
-
-
 def dranet_devices(root: HostRoot) -> list[DeviceIdentifiers]:
-    """The devices DRANET publishes on this node, as it would ask about them.
+    """The devices DRANET publishes on this node, as it asks about them."""
+    from .nic import local_nics
 
-    Every netdev but ``lo``; then every PCI network function (class ``0x02``,
-    or unknown class) bound to a driver that makes netdevs, whose netdev is not
-    visible (EFA, InfiniBand-only); then RDMA devices on any other PCI
-    function (eRDMA).  The second kind carries only its PCI address and an
-    empty name, as DRANET sends it.
-    """
-    out = list(root.net_devices())
-    seen = {d.pci_address for d in out if d.pci_address}
-    for pci in root.listdir("/sys/bus/pci/devices"):
-        if pci in seen:
-            continue
-        driver = root.pci_driver(pci)
-        klass = root.read_text(f"/sys/bus/pci/devices/{pci}/class")
-        network = klass is None or klass.lower().startswith("0x02")
-        if network and driver is not None and driver not in NON_NETDEV_DRIVERS:
-            out.append(DeviceIdentifiers(name="", pci_address=pci))
-            seen.add(pci)
-    for pci in sorted(set(root.infiniband_pci_addresses().values()) - seen):
-        out.append(DeviceIdentifiers(name="", pci_address=pci))
-    return out
+    return [nic.identifiers() for nic in local_nics(root)]
 
 
 def _int(text: str | None) -> int | None:

@@ -29,6 +29,7 @@ from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
 from .hostroot import HostRoot
+from .logsafe import safe
 from .models import (
     AttributeMap,
     Capabilities,
@@ -38,6 +39,7 @@ from .models import (
     merge_network_config,
     validate_network_config,
 )
+from .nic import LocalNic, resolve_nic
 from .plugins import PluginRegistry
 
 if TYPE_CHECKING:
@@ -105,6 +107,8 @@ class ProviderHost:
         self.detection: DetectionResult | None = None
         self._instances: dict[str, InstanceSnapshot] = {}
         self._lock = threading.RLock()
+        # Keyed by the NIC's resolved identity (MAC, else PCI, else name),
+        # never by the name DRANET sent: names move between NICs.
         self._attr_cache: LRUCache[str, AttributeMap] = LRUCache(maxsize=cache_size)
         self._config_cache: LRUCache[str, NetworkConfig | None] = LRUCache(maxsize=cache_size)
         self._last_refresh: dict[str, float] = {}
@@ -266,6 +270,21 @@ class ProviderHost:
 
     # --- devices -------------------------------------------------------------
 
+    def resolve(self, device: DeviceIdentifiers) -> LocalNic:
+        """The local NIC ``device`` means (MAC, then PCI address, then name)."""
+        return resolve_nic(self.context.host_root, device)
+
+    def _resolved(self, device: DeviceIdentifiers) -> tuple[str, DeviceIdentifiers]:
+        """(cache key, identifiers for plugins) for ``device``.
+
+        Plugins get the interface name, MAC and PCI address of the NIC the
+        identifiers resolve to, whatever form DRANET used (interface name,
+        DRA device name, MAC only, PCI only), so their answers do not depend
+        on the form.
+        """
+        nic = self.resolve(device)
+        return nic.identity, nic.identifiers()
+
     def _refresh_if_unknown(self, device: DeviceIdentifiers) -> InstanceSnapshot | None:
         """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach).
 
@@ -292,7 +311,9 @@ class ProviderHost:
             self._last_refresh[name] = now  # claimed: other threads skip the reload
         with self._refresh_lock:
             log.info(
-                "device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name
+                "device %s: MAC unknown to the %s metadata, refreshing it",
+                safe(device.label()),
+                name,
             )
             try:
                 fresh = self.registry.call(
@@ -324,7 +345,7 @@ class ProviderHost:
     def device_attributes(self, device: DeviceIdentifiers) -> AttributeMap:
         """Validated attributes from the cloud plugin plus every enricher."""
         self._require_started()
-        key = device.key()
+        key, device = self._resolved(device)
         with self._lock:
             if key in self._attr_cache:
                 return dict(self._attr_cache[key])
@@ -347,7 +368,10 @@ class ProviderHost:
                 )
             except Exception as exc:
                 log.warning(
-                    "plugin %s, device %s: attributes failed: %s", name, device.label(), exc
+                    "plugin %s, device %s: attributes failed: %s",
+                    name,
+                    safe(device.label()),
+                    safe(exc),
                 )
                 continue
             if not attrs:
@@ -384,7 +408,7 @@ class ProviderHost:
         self._require_started()
         if self.cloud is None or not self._serves(self.cloud, "cloud"):
             return None
-        key = device.key()
+        key, device = self._resolved(device)
         with self._lock:
             if key in self._config_cache:
                 cached = self._config_cache[key]
@@ -396,7 +420,10 @@ class ProviderHost:
             )
         except ProviderUnavailable as exc:
             log.warning(
-                "plugin %s, device %s: device config failed: %s", self.cloud, device.label(), exc
+                "plugin %s, device %s: device config failed: %s",
+                self.cloud,
+                safe(device.label()),
+                safe(exc),
             )
             return None
         with self._lock:
@@ -428,6 +455,7 @@ class ProviderHost:
                 status=404,
             )
         inst = self._instances.get(plugin)
+        _key, device = self._resolved(device)
         result = self.registry.call(
             plugin,
             "profile_config",
@@ -500,6 +528,10 @@ class ProviderHost:
                 dict.fromkeys([p for p in (self.profile, *self.profile_routes.values()) if p])
             )
         ok = True
+        try:
+            _key, device = self._resolved(device)
+        except Exception as exc:  # teardown never raises; the plugin resolves again
+            log.warning("device %s: could not resolve it on this node: %s", device.label(), exc)
         for plugin in plugins:
             try:
                 self.registry.call(
@@ -516,9 +548,9 @@ class ProviderHost:
                     "plugin %s, device %s, claim %s: release failed (the provider must "
                     "reclaim it): %s",
                     plugin,
-                    device.label(),
-                    claim_uid,
-                    exc,
+                    safe(device.label()),
+                    safe(claim_uid),
+                    safe(exc),
                 )
                 ok = False
         return ok

@@ -25,11 +25,13 @@ or reads the whole table.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import AddressConflict, ConfigError, ProviderUnavailable, RangeExhausted
 from ..iprange import IPRange, address_of
-from .base import Allocation, IpamStore, Owner
+from .base import Allocation, IpamStore, Owner, pick_identities
 from .freesearch import first_free
 from .memory import Clock, MemoryStore, utc_now
 from .requests import (
@@ -57,8 +59,16 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IPAM_DB = "/var/lib/dranet-cloud/ipam.db"
 IPAM_DB_ENV = "DRANET_CLOUD_IPAM_DB"
-SCHEMA_VERSION = 1
-DEFAULT_BUSY_TIMEOUT = 30.0
+# 1: the first release (owners keyed by DeviceIdentifiers.name or MAC or PCI).
+# 2: owners keyed by the NIC's stable identity, every key it was seen under in
+#    device_keys, and the claim's namespace/name/pods on each allocation.
+SCHEMA_VERSION = 2
+# Shorter than DRANET's 10 s request timeout: a request that cannot get the
+# lock in time fails clearly (and is retried by the kubelet) instead of queueing.
+DEFAULT_BUSY_TIMEOUT = 5.0
+# At most this many concurrent writes share one COMMIT (one fsync).
+MAX_GROUP_COMMIT = 64
+_WRITABLE_RECHECK = 1.0
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -69,10 +79,13 @@ CREATE TABLE IF NOT EXISTS allocations (
     addr_key   TEXT    NOT NULL,  -- address as fixed-width hex: text order = numeric order
     address    TEXT    NOT NULL,  -- host CIDR as handed out (10.0.0.5/32)
     pool       TEXT    NOT NULL,
-    device     TEXT    NOT NULL,
+    device     TEXT    NOT NULL,  -- the NIC's identity: mac:..., pci:... or name:...
     claim_uid  TEXT    NOT NULL,
     static     INTEGER NOT NULL CHECK (static IN (0, 1)),
     created_at REAL    NOT NULL,  -- seconds since the Unix epoch
+    claim_namespace TEXT,         -- NULL when the caller sent only the claim UID
+    claim_name      TEXT,
+    claim_pods      TEXT,         -- JSON [{"name": ..., "uid": ...}]
     UNIQUE (family, addr_key)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS allocations_one_dynamic_per_family
@@ -81,21 +94,93 @@ CREATE INDEX IF NOT EXISTS allocations_by_owner ON allocations (pool, device, cl
 CREATE INDEX IF NOT EXISTS allocations_by_age ON allocations (created_at);
 """
 
-_COLUMNS = "family, addr_key, address, pool, device, claim_uid, static, created_at"
-_Row = tuple[int, str, str, str, str, str, int, float]
+# Schema 2 additions; also what the migration from schema 1 runs.
+_SCHEMA_2 = """
+CREATE TABLE IF NOT EXISTS device_keys (
+    device TEXT NOT NULL,  -- an identity in allocations.device
+    key    TEXT NOT NULL,  -- a form the NIC was seen under: mac:, pci:, name:
+    PRIMARY KEY (device, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS allocations_by_claim ON allocations (claim_uid, pool);
+"""
+
+_CLAIM_COLUMNS = ("claim_namespace", "claim_name", "claim_pods")
+
+_COLUMNS = (
+    "family, addr_key, address, pool, device, claim_uid, static, created_at, "
+    "claim_namespace, claim_name, claim_pods"
+)
+_Row = tuple[int, str, str, str, str, str, int, float, str | None, str | None, str | None]
+
+
+def _statements(script: str) -> list[str]:
+    return [s for s in script.split(";") if s.strip()]
+
+
+def _migrate_from_1(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 inside the opener's transaction; every row is kept as it is.
+
+    Schema-1 owners hold a raw name, MAC or PCI address in ``device``; the
+    keys it stands for are recorded (``eth1`` -> ``name:eth1``,
+    ``pci-0000-00-05-0`` -> ``pci:0000:00:05.0`` too), so the NIC's new
+    identity finds them and a release in any form frees them.
+    """
+    from ..nic import legacy_keys
+
+    present = {row[1] for row in conn.execute("PRAGMA table_info(allocations)")}
+    for column in _CLAIM_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE allocations ADD COLUMN {column} TEXT")
+    for statement in _statements(_SCHEMA_2):
+        conn.execute(statement)
+    devices = [str(d) for (d,) in conn.execute("SELECT DISTINCT device FROM allocations")]
+    conn.executemany(
+        "INSERT OR IGNORE INTO device_keys (device, key) VALUES (?, ?)",
+        [(d, k) for d in devices for k in sorted(legacy_keys(d))],
+    )
+    log.info("ipam: migrated the IPAM database from schema 1 to 2 (%d devices)", len(devices))
 
 
 def _addr_key(family: int, value: int) -> str:
     return f"{value:08x}" if family == 4 else f"{value:032x}"
 
 
-def _to_allocation(row: _Row) -> Allocation:
-    _family, _key, address, pool, device, claim_uid, static, created = row
+def _claim_of(
+    claim_uid: str, namespace: str | None, name: str | None, pods: str | None
+) -> ClaimReference | None:
+    if namespace is None and name is None and pods is None:
+        return None
+    from ..claims import ClaimReference, PodReference
+
+    refs: list[PodReference] = []
+    try:
+        for pod in json.loads(pods) if pods else []:
+            if isinstance(pod, dict) and isinstance(pod.get("name"), str):
+                refs.append(PodReference(pod["name"], str(pod.get("uid") or "")))
+    except ValueError:
+        log.warning(
+            "ipam: claim %s: unreadable pod list %r, ignored",
+            claim_uid,
+            pods[:80] if pods else pods,
+        )
+    return ClaimReference(uid=claim_uid, namespace=namespace, name=name, pods=tuple(refs))
+
+
+def _claim_values(claim: ClaimReference | None) -> tuple[str | None, str | None, str | None]:
+    if claim is None:
+        return None, None, None
+    pods = json.dumps([{"name": p.name, "uid": p.uid} for p in claim.pods]) if claim.pods else None
+    return claim.namespace, claim.name, pods
+
+
+def _to_allocation(row: _Row, keys: frozenset[str] = frozenset()) -> Allocation:
+    _family, _key, address, pool, device, claim_uid, static, created, ns, name, pods = row
     return Allocation(
-        owner=Owner(pool, device, claim_uid),
+        owner=Owner(pool, device, claim_uid, keys),
         address=address,
         static=bool(static),
         created_at=datetime.fromtimestamp(created, timezone.utc),
+        claim=_claim_of(claim_uid, ns, name, pods),
     )
 
 
@@ -107,6 +192,58 @@ def resolve_db_path(
         return str(path)
     environ = os.environ if env is None else env
     return environ.get(IPAM_DB_ENV) or DEFAULT_IPAM_DB
+
+
+class _Batch:
+    """Writes that share one COMMIT; ``done`` is set once it committed or failed."""
+
+    __slots__ = ("done", "error", "size")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.size = 0
+
+
+def create_private(path: str) -> None:
+    """Create the database file 0600 if it does not exist.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the database file's
+    mode, so they are private too: claim UIDs and addresses are nobody
+    else's business on a shared node.
+    """
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return  # it exists, or sqlite3.connect reports the problem with a fix
+    os.close(fd)
+
+
+def quick_check(conn: sqlite3.Connection, path: str) -> str | None:
+    """``PRAGMA quick_check`` at open: the problem found, or ``None`` when the file is sound."""
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    if rows == ["ok"]:
+        return None
+    problem = (
+        f"ipam: {path} failed its integrity check ({'; '.join(rows)[:300]}); restore it from "
+        "a backup or move it aside (allocations are then rebuilt as claims are prepared again)"
+    )
+    log.error("%s", problem)
+    return problem
+
+
+def writable_problem(path: str) -> str | None:
+    """Why ``path`` (or its directory, where the WAL lives) cannot be written, or ``None``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    for target in (path, directory):
+        if os.path.exists(target) and not os.access(target, os.W_OK):
+            return f"ipam: {target} is not writable; new claims cannot be recorded"
+    return None
 
 
 class SqliteStore:
@@ -136,6 +273,15 @@ class SqliteStore:
         self._random: RandomSource = rng if rng is not None else random.SystemRandom()
         self._clock: Clock = clock if clock is not None else utc_now
         self._lock = threading.Lock()
+        # Group commit: writers that arrive while another holds the lock join
+        # its open transaction; the last one in commits for all (see _transaction).
+        self._count_lock = threading.Lock()
+        self._waiting = 0
+        self._batch: _Batch | None = None
+        self.integrity_problem: str | None = None
+        self._write_error: str | None = None
+        self._writable_checked = 0.0
+        self._not_writable: str | None = None
         self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = self._open()
@@ -151,6 +297,7 @@ class SqliteStore:
                 f"ipam: cannot create the directory of the IPAM database {self.path} ({exc}); "
                 f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable location"
             ) from exc
+        create_private(self.path)
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -180,9 +327,10 @@ class SqliteStore:
                         f"ipam: {self.path} has schema version {version}, newer than this "
                         f"dranet-cloud understands ({SCHEMA_VERSION}); upgrade dranet-cloud"
                     )
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                if version == 1:
+                    _migrate_from_1(conn)
+                for statement in _statements(_SCHEMA) + _statements(_SCHEMA_2):
+                    conn.execute(statement)
                 if version < SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
@@ -195,6 +343,7 @@ class SqliteStore:
         except BaseException:
             conn.close()
             raise
+        self.integrity_problem = quick_check(conn, self.path)
         log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
         return conn
 
@@ -218,54 +367,181 @@ class SqliteStore:
                 f"{self.busy_timeout:g} s ({text}); another process holds a long transaction, "
                 "retry later"
             )
+        self._write_error = text
         return ConfigError(
             f"ipam: the IPAM database {self.path} failed ({text}); check the file "
             f"(PRAGMA integrity_check) or point --ipam-db/{IPAM_DB_ENV} elsewhere"
         )
 
+    def _acquire(self, waiting: bool) -> None:
+        """Take the connection lock within ``busy_timeout``, or fail clearly."""
+        if waiting:
+            with self._count_lock:
+                self._waiting += 1
+        try:
+            acquired = self._lock.acquire(timeout=self.busy_timeout)
+        finally:
+            if waiting:
+                with self._count_lock:
+                    self._waiting -= 1
+        if not acquired:
+            raise ProviderUnavailable(
+                f"ipam: the IPAM store {self.path} was busy for more than "
+                f"{self.busy_timeout:g} s (other requests hold it); retry later"
+            )
+
+    def _commit_batch(self, conn: sqlite3.Connection) -> None:
+        """COMMIT the open group (under ``_lock``) and tell every member the outcome."""
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            self._write_error = None
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            batch.error = self._error(exc)
+        finally:
+            batch.done.set()
+
+    def _await_commit(self, batch: _Batch) -> None:
+        """Wait until the group ``batch`` is committed; commit it ourselves if nobody does."""
+        while not batch.done.wait(0.02):
+            if self._lock.acquire(blocking=False):
+                try:
+                    if self._batch is batch and self._conn is not None:
+                        self._commit_batch(self._conn)
+                finally:
+                    self._lock.release()
+        if batch.error is not None:
+            raise batch.error
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.IntegrityError):
-                    raise AddressConflict(
-                        f"ipam: {self.path} refused a duplicate record ({exc}); another "
-                        "writer got there first, retry the request"
-                    ) from exc
-                if isinstance(exc, sqlite3.Error):
-                    raise self._error(exc) from exc
-                raise
+        """One write, atomic, committed together with writes that arrive meanwhile.
 
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[_Row]:
-        with self._lock:
+        Group commit: each write runs in a SAVEPOINT of one shared ``BEGIN
+        IMMEDIATE`` transaction, so a failing write rolls back only itself.
+        A writer that sees others waiting for the lock leaves the transaction
+        open for them and waits; the last one commits for the whole group.
+        With ``synchronous=FULL`` that is one fsync for many allocations, and
+        nobody gets an answer before its allocation is durable.
+        """
+        self._acquire(waiting=True)
+        failed: BaseException | None = None
+        handoff = False
+        try:
             conn = self._connection()
+            batch = self._batch
+            if batch is None:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise self._error(exc) from exc
+                batch = self._batch = _Batch()
             try:
-                return list(conn.execute(sql, params).fetchall())
+                conn.execute("SAVEPOINT ipam_write")
+                yield conn
+                conn.execute("RELEASE ipam_write")
+                batch.size += 1
+            except BaseException as exc:
+                failed = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO ipam_write")
+                    conn.execute("RELEASE ipam_write")
+                elif self._batch is batch:
+                    # SQLite rolled the whole transaction back (I/O error, disk
+                    # full): every write of the group is lost; say so to all.
+                    self._batch = None
+                    batch.error = self._error(exc) if isinstance(exc, sqlite3.Error) else None
+                    batch.done.set()
+            if self._batch is batch:
+                if self._waiting > 0 and batch.size < MAX_GROUP_COMMIT:
+                    handoff = True
+                else:
+                    self._commit_batch(conn)
+        finally:
+            self._lock.release()
+        if failed is not None:
+            if isinstance(failed, sqlite3.IntegrityError):
+                raise AddressConflict(
+                    f"ipam: {self.path} refused a duplicate record ({failed}); another "
+                    "writer got there first, retry the request"
+                ) from failed
+            if isinstance(failed, sqlite3.Error):
+                raise self._error(failed) from failed
+            raise failed
+        if handoff:
+            self._await_commit(batch)
+        elif batch.error is not None:
+            raise batch.error
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several SELECTs that see one state, no write lock."""
+        self._acquire(waiting=False)
+        try:
+            conn = self._connection()
+            if self._batch is not None:
+                self._commit_batch(conn)  # never report what is not durable yet
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+        finally:
+            self._lock.release()
 
     # -- queries used inside a transaction ------------------------------------
 
     @staticmethod
-    def _owner_rows(conn: sqlite3.Connection, owner: Owner) -> list[_Row]:
+    def _identities(conn: sqlite3.Connection, owner: Owner) -> tuple[Owner, list[str]]:
+        """The owner new rows go under, and every identity holding this NIC's rows.
+
+        A claim holds rows on a few devices at most, so the candidates are
+        that claim's identities in this pool and their recorded keys.
+        """
+        devices = [
+            str(d)
+            for (d,) in conn.execute(
+                "SELECT DISTINCT device FROM allocations WHERE claim_uid = ? AND pool = ?",
+                (owner.claim_uid, owner.pool),
+            )
+        ]
+        held: dict[str, frozenset[str]] = {}
+        for device in devices:
+            rows = conn.execute("SELECT key FROM device_keys WHERE device = ?", (device,))
+            held[device] = frozenset(str(k) for (k,) in rows)
+        target, found = pick_identities(owner, held)
+        return Owner(owner.pool, target, owner.claim_uid, owner.all_keys), found
+
+    @staticmethod
+    def _rows_of(conn: sqlite3.Connection, owner: Owner, devices: Sequence[str]) -> list[_Row]:
+        marks = ", ".join("?" for _ in devices)
         return list(
             conn.execute(
-                f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? "
-                "AND claim_uid = ? ORDER BY static, family, addr_key",
-                (owner.pool, owner.device, owner.claim_uid),
+                f"SELECT {_COLUMNS} FROM allocations WHERE claim_uid = ? AND pool = ? "
+                f"AND device IN ({marks}) ORDER BY static, family, addr_key",
+                (owner.claim_uid, owner.pool, *devices),
             ).fetchall()
         )
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, owner: Owner) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO device_keys (device, key) VALUES (?, ?)",
+            [(owner.device, k) for k in sorted(owner.all_keys)],
+        )
+
+    @staticmethod
+    def _forget_unused_keys(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM device_keys WHERE device NOT IN (SELECT device FROM allocations)")
 
     @staticmethod
     def _scan(conn: sqlite3.Connection, family: int) -> Callable[[int, int], Iterator[int]]:
@@ -287,7 +563,7 @@ class SqliteStore:
     def _insert(conn: sqlite3.Connection, alloc: Allocation) -> None:
         addr = ipaddress.ip_interface(alloc.address).ip
         conn.execute(
-            f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 addr.version,
                 _addr_key(addr.version, int(addr)),
@@ -297,6 +573,7 @@ class SqliteStore:
                 alloc.owner.claim_uid,
                 int(alloc.static),
                 alloc.created_at.timestamp(),
+                *_claim_values(alloc.claim),
             ),
         )
 
@@ -307,7 +584,8 @@ class SqliteStore:
     ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._transaction() as conn:
-            held = self._owner_rows(conn, owner)
+            main, devices = self._identities(conn, owner)
+            held = self._rows_of(conn, owner, devices)
             now = self._clock()
             result: list[str] = []
             for rng in wanted:
@@ -332,9 +610,13 @@ class SqliteStore:
                         f"{owner} ({rng.size} of {rng.size} held); free addresses with "
                         "`dranet-cloud ipam gc` or configure a larger range"
                     )
-                alloc = Allocation(owner, host_cidr(address_of(rng.version, free)), False, now)
+                alloc = Allocation(
+                    main, host_cidr(address_of(rng.version, free)), False, now, claim
+                )
                 self._insert(conn, alloc)
                 result.append(alloc.address)
+            if held or result:
+                self._record(conn, main)
             return result
 
     def reserve(
@@ -342,6 +624,7 @@ class SqliteStore:
     ) -> list[str]:
         wanted = parse_static(owner, addresses)
         with self._transaction() as conn:
+            main, devices = self._identities(conn, owner)
             now = self._clock()
             for addr in wanted:
                 row = conn.execute(
@@ -349,28 +632,32 @@ class SqliteStore:
                     (addr.version, _addr_key(addr.version, int(addr))),
                 ).fetchone()
                 if row is None:
-                    self._insert(conn, Allocation(owner, host_cidr(addr), True, now))
+                    self._insert(conn, Allocation(main, host_cidr(addr), True, now, claim))
                     continue
                 holder = _to_allocation(row)
-                if holder.owner != owner:
+                same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid
+                if not same or holder.owner.device not in devices:
                     raise AddressConflict(
                         f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
                         f"(since {holder.created_at.isoformat()}); pick another address or "
                         "release the holder's claim"
                     )
+            if wanted:
+                self._record(conn, main)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
         with self._transaction() as conn:
+            _main, devices = self._identities(conn, owner)
+            marks = ", ".join("?" for _ in devices)
+            where = f"claim_uid = ? AND pool = ? AND device IN ({marks})"
+            params = (owner.claim_uid, owner.pool, *devices)
             rows = conn.execute(
-                "SELECT address FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
-                "ORDER BY family, addr_key",
-                (owner.pool, owner.device, owner.claim_uid),
+                f"SELECT address FROM allocations WHERE {where} ORDER BY family, addr_key", params
             ).fetchall()
-            conn.execute(
-                "DELETE FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ?",
-                (owner.pool, owner.device, owner.claim_uid),
-            )
+            conn.execute(f"DELETE FROM allocations WHERE {where}", params)
+            if rows:
+                self._forget_unused_keys(conn)
             return [str(address) for (address,) in rows]
 
     def collect(
@@ -406,31 +693,71 @@ class SqliteStore:
                 params,
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
+            if rows:
+                self._forget_unused_keys(conn)
             if live is not None:
                 conn.execute("DELETE FROM temp.live_claims")
         return [_to_allocation(row) for row in rows]
 
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
-            "ORDER BY static, family, addr_key",
-            (owner.pool, owner.device, owner.claim_uid),
-        )
-        return [_to_allocation(row) for row in rows]
+        with self._snapshot() as conn:
+            _main, devices = self._identities(conn, owner)
+            rows = self._rows_of(conn, owner, devices)
+            keys = self._keys_of(conn, devices)
+        return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
+
+    @staticmethod
+    def _keys_of(
+        conn: sqlite3.Connection, devices: Iterable[str] | None
+    ) -> dict[str, frozenset[str]]:
+        if devices is None:
+            rows = conn.execute("SELECT device, key FROM device_keys").fetchall()
+        else:
+            wanted = sorted(set(devices))
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                f"SELECT device, key FROM device_keys WHERE device IN ({marks})", wanted
+            ).fetchall()
+        out: dict[str, set[str]] = {}
+        for device, key in rows:
+            out.setdefault(str(device), set()).add(str(key))
+        return {d: frozenset(k) for d, k in out.items()}
 
     def list(self) -> list[Allocation]:
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM allocations ORDER BY pool, device, claim_uid, family, addr_key"
-        )
-        return [_to_allocation(row) for row in rows]
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM allocations "
+                "ORDER BY pool, device, claim_uid, family, addr_key"
+            ).fetchall()
+            keys = self._keys_of(conn, None)
+        return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
 
     def close(self) -> None:
         """Close the connection; later calls raise.  Closing twice is fine."""
         with self._lock:
             if self._conn is not None and os.getpid() == self._pid:
+                if self._batch is not None:
+                    self._commit_batch(self._conn)
                 self._conn.close()
             self._conn = None
+
+    def health_problem(self) -> str | None:
+        """Why this store cannot be trusted now, or ``None``; never blocks (``/health``).
+
+        Failed integrity check at open, the last write failed (cleared by the
+        next successful commit), or the file is not writable (checked at most
+        once a second).
+        """
+        if self.integrity_problem:
+            return self.integrity_problem
+        if self._write_error:
+            return f"ipam: the last write to {self.path} failed ({self._write_error})"
+        now = time.monotonic()
+        if now - self._writable_checked > _WRITABLE_RECHECK:
+            self._writable_checked = now
+            self._not_writable = writable_problem(self.path)
+        return self._not_writable
 
     def __enter__(self) -> SqliteStore:
         return self

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.nic import LocalNic, resolve_nic
 
 from . import efa
 from .snapshot import AwsInstance, Eni
@@ -72,22 +73,15 @@ def eni_attributes(eni: Eni, *, efa_pci: str | None = None) -> AttributeMap:
     return out
 
 
-def pci_function(context: ProviderContext, device: DeviceIdentifiers) -> str | None:
-    """The device's PCI address: as sent, else read from its netdev's ``device`` link."""
-    pci = (device.pci_address or "").lower() or None
-    if pci is None and device.name:
-        pci = context.host_root.pci_address(device.name)
-    return pci
-
-
 def device_group_attributes(
-    context: ProviderContext, instance: AwsInstance, pci: str | None
+    context: ProviderContext, instance: AwsInstance, nic: LocalNic
 ) -> AttributeMap:
     """DRANET's EFA device groups, for an ``efa``-bound function on a Neuron instance."""
     root = context.host_root
+    pci = nic.pci_address
     if pci is None or not efa.is_neuron_instance(instance.identity.instance_type):
         return {}
-    if root.pci_driver(pci) != efa.EFA_DRIVER:
+    if (nic.driver or root.pci_driver(pci)) != efa.EFA_DRIVER:
         return {}
     map_type = root.dmi("product_name") or instance.identity.instance_type or ""
     return {k: DeviceAttribute(string=v) for k, v in efa.device_groups(map_type, pci).items()}
@@ -96,10 +90,11 @@ def device_group_attributes(
 def device_attributes(
     context: ProviderContext, instance: AwsInstance, device: DeviceIdentifiers
 ) -> AttributeMap:
-    pci = pci_function(context, device)
-    out = device_group_attributes(context, instance, pci)
+    nic = resolve_nic(context.host_root, device)
+    out = device_group_attributes(context, instance, nic)
     out.update(instance_attributes(instance))
-    eni = instance.eni(device.mac)
+    eni = instance.eni(nic.mac)
+    pci = nic.pci_address
     if eni is not None:
         sibling = None
         if pci is not None and context.host_root.pci_driver(pci) != efa.EFA_DRIVER:
