@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .claims import ClaimReference
 from .context import InstanceSnapshot, ProviderContext
 from .errors import ConfigError, ProfileDenied
 from .hookspecs import hookimpl
@@ -82,6 +83,7 @@ class LocalIpamPlugin:
         device: DeviceIdentifiers,
         claim_uid: str,
         config: NetworkConfig,
+        claim: ClaimReference | None = None,
     ) -> NetworkConfig | None:
         def ranges() -> list[IPRange]:
             found = self.config.for_device(device)
@@ -100,6 +102,7 @@ class LocalIpamPlugin:
             device=device,
             claim_uid=claim_uid,
             config=config,
+            claim=claim,
             ranges=ranges,
             require_ipvlan=False,
         )

@@ -7,7 +7,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .common import add_provider_flags, build_host, parse_device, parse_settings, read_config
+from .common import (
+    add_provider_flags,
+    build_host,
+    parse_device,
+    parse_settings,
+    read_claim,
+    read_config,
+)
 from .output import add_output_flag, emit_json, emit_pairs, emit_table
 
 if TYPE_CHECKING:
@@ -46,7 +53,19 @@ def register(sub: Any) -> None:
         p.add_argument(
             "--device", required=True, metavar="SPEC", help="name=eth1,mac=..,pci=.. or a bare name"
         )
-        p.add_argument("--claim-uid", required=True, metavar="UID")
+        p.add_argument(
+            "--claim-uid",
+            default=None,
+            metavar="UID",
+            help="the claim's UID (as gen1 DRANET sends)",
+        )
+        p.add_argument(
+            "--claim",
+            default=None,
+            metavar="FILE",
+            help="the ResourceClaim JSON as `kubectl get resourceclaim NAME -o json` prints it "
+            "(as gen2 DRANET sends), '-' for stdin; with --claim-uid both must agree",
+        )
         p.add_argument(
             "--config",
             default=None,
@@ -172,7 +191,8 @@ def run_profile_get(args: argparse.Namespace) -> int:
     host = build_host(args)
     try:
         device = parse_device(args.device, host.context.host_root)
-        final = host.network_config(device, args.claim_uid, read_config(args.config))
+        claim = read_claim(args)
+        final = host.network_config(device, claim.uid, read_config(args.config), claim=claim)
     finally:
         host.close()
     if args.output == "json":
@@ -186,12 +206,13 @@ def run_profile_release(args: argparse.Namespace) -> int:
     host = build_host(args)
     try:
         device = parse_device(args.device, host.context.host_root)
-        ok = host.release(device, args.claim_uid, read_config(args.config))
+        claim = read_claim(args)
+        ok = host.release(device, claim.uid, read_config(args.config), claim=claim)
     finally:
         host.close()
-    data = {"device": device.to_wire(), "claim_uid": args.claim_uid, "released": ok}
+    data = {"device": device.to_wire(), "claim_uid": claim.uid, "released": ok}
     if args.output == "json":
         emit_json(data)
     else:
-        emit_pairs([("device", device.label()), ("claim_uid", args.claim_uid), ("released", ok)])
+        emit_pairs([("device", device.label()), ("claim_uid", claim.uid), ("released", ok)])
     return 0 if ok else 5

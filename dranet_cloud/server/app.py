@@ -38,6 +38,7 @@ from ..models import (
     NetworkConfig,
     ProfileRequest,
     WireModel,
+    parse_peer_config,
 )
 from .middleware import WebhookMiddleware
 
@@ -264,10 +265,11 @@ def create_app(
         if not host.capabilities().profile_provider:
             return _no_role("profile", path)
         config = req.config or NetworkConfig()
+        claim = req.claim_ref  # gen1 claim_uid or gen2 claim, checked when parsed
         result = _call(
             path,
-            f"device {req.device.label()} claim {req.claim_uid}",
-            lambda: host.profile_config(req.device, req.claim_uid, config),
+            f"device {req.device.label()} claim {claim.uid}",
+            lambda: host.profile_config(req.device, claim.uid, config, claim=claim),
         )
         if isinstance(result, Response):
             return result
@@ -291,7 +293,7 @@ def create_app(
         config: NetworkConfig | None = None
         if req.config is not None:
             try:
-                config = NetworkConfig.model_validate(req.config)
+                config = parse_peer_config(req.config)
             except ValidationError as exc:
                 log.warning(
                     "POST %s for %s: config is invalid (%s); releasing by device and claim UID",

@@ -31,8 +31,9 @@ from ..context import ProviderContext, ProviderOptions
 from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
-from ..models import NetworkConfig, validate_network_config
+from ..models import NetworkConfig
 from ..plugins import ROLE_HOOKS, PluginRegistry
+from ..validation import validate_network_config
 
 
 @dataclass
@@ -67,7 +68,7 @@ def record_connections() -> Iterator[list[Any]]:
 class PluginConformance:
     plugin_name: str = ""
     sample_variant: str | None = None
-    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "ipvlan"}}
+    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
     # --- environment ---------------------------------------------------------
 

@@ -21,6 +21,7 @@ from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
 from .detection import PLUGIN, configured_url
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -160,11 +161,12 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     webhook = _require_webhook(instance, "GetProfileConfig")
     from . import calls
 
-    return calls.profile_config(context, webhook, device, claim_uid, config)
+    return calls.profile_config(context, webhook, device, claim_uid, config, claim)
 
 
 @hookimpl
