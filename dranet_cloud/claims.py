@@ -65,7 +65,7 @@ def _string(obj: dict[str, Any], key: str, where: str, limit: int, required: boo
     if not isinstance(value, str):
         raise ValueError(f"{where}.{key}: must be a string, got {type(value).__name__}")
     if len(value) > limit:
-        raise ValueError(f"{where}.{key}: at most {limit} characters, got {len(value)}")
+        raise ValueError(f"{where}.{key} is {len(value)} characters, over the limit of {limit}")
     return value
 
 
@@ -126,7 +126,7 @@ def resolve_claim(claim_uid: str | None, claim: Any) -> ClaimReference:
     if claim_uid is not None and not isinstance(claim_uid, str):
         raise ValueError("claim_uid: must be a string")
     if claim_uid is not None and len(claim_uid) > MAX_UID:
-        raise ValueError(f"claim_uid: at most {MAX_UID} characters, got {len(claim_uid)}")
+        raise ValueError(f"claim_uid is {len(claim_uid)} characters, over the limit of {MAX_UID}")
     if claim is None:
         if not claim_uid:
             raise ValueError(

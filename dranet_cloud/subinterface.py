@@ -40,6 +40,7 @@ from .context import ProviderContext
 from .errors import ProfileDenied
 from .ipam.base import IpamStore, Owner
 from .iprange import IPRange
+from .logsafe import safe
 from .models import (
     ADDRESSING_DHCP,
     ADDRESSING_UNNUMBERED,
@@ -96,8 +97,8 @@ def subinterface_profile(
         log.debug(
             "%s: %s: claim %s asks for addressing %s; no addresses allocated",
             pool,
-            device.label(),
-            claim_uid,
+            safe(device.label()),
+            safe(claim_uid),
             addressing,
         )
         return None
@@ -107,7 +108,13 @@ def subinterface_profile(
         if check_static is not None:
             check_static(static)
         context.ipam.reserve(owner, static, claim=claim)
-        log.info("%s: %s: reserved static %s for claim %s", pool, device.label(), static, claim_uid)
+        log.info(
+            "%s: %s: reserved static %s for claim %s",
+            pool,
+            safe(device.label()),
+            safe(static),
+            safe(claim_uid),
+        )
         return NetworkConfig(interface=InterfaceConfig(addresses=static))
     if allocate is not None:
         addresses = allocate(context.ipam, owner, claim)
@@ -122,7 +129,7 @@ def subinterface_profile(
                 status=400,
             )
         addresses = context.ipam.allocate(owner, candidates, claim=claim)
-    log.info("%s: %s: claim %s gets %s", pool, device.label(), claim_uid, ", ".join(addresses))
+    log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
     return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 
@@ -132,5 +139,5 @@ def release_subinterface(
     """Free what the claim holds on this device; releasing nothing is success."""
     freed = context.ipam.release(subinterface_owner(context, pool, device, claim_uid))
     if freed:
-        log.info("%s: %s: claim %s released %s", pool, device.label(), claim_uid, ", ".join(freed))
+        log.info("%s: %s: claim %s released %s", pool, safe(device.label()), safe(claim_uid), freed)
     return True
