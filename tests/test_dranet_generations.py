@@ -24,7 +24,11 @@ from dranet_cloud.ipam import SqliteStore
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
-from dranet_cloud.testing.dranet_wire import go_shape_problems, resource_claim
+from dranet_cloud.testing.dranet_wire import (
+    get_profile_config,
+    go_shape_problems,
+    resource_claim,
+)
 
 UID = "0f6b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
 MAC = "42:01:0a:00:00:05"
@@ -58,14 +62,6 @@ def served(tmp_path: Path) -> Iterator[tuple[ProviderHost, httpx.Client]]:
     host.close()
 
 
-def _ask(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    r = client.post("/GetProfileConfig", json=body)
-    assert r.status_code == 200, r.text
-    answer: dict[str, Any] = r.json()
-    assert go_shape_problems(answer) == []
-    return answer
-
-
 def test_gen1_and_gen2_get_the_same_addresses_and_release_by_uid_frees_them(
     served: tuple[ProviderHost, httpx.Client],
 ) -> None:
@@ -73,14 +69,14 @@ def test_gen1_and_gen2_get_the_same_addresses_and_release_by_uid_frees_them(
     claim = resource_claim(UID, pods=(("trainer-0", "pod-uid-0"),))
     gen2 = {"device": GEN2_DEVICE, "claim": claim, "config": GEN2_CONFIG}
     gen1 = {"device": GEN1_DEVICE, "claim_uid": UID, "config": GEN1_CONFIG}
-    first = _ask(client, gen2)
+    first = get_profile_config(client, gen2)
     addresses = first["interface"]["addresses"]
     assert len(addresses) == 2  # one per family
-    assert _ask(client, gen2) == first  # kubelet retry, gen2
-    assert _ask(client, gen1) == first  # the same claim from a gen1 node
-    assert _ask(client, gen1) == first  # and its retry
+    assert get_profile_config(client, gen2) == first  # kubelet retry, gen2
+    assert get_profile_config(client, gen1) == first  # the same claim from a gen1 node
+    assert get_profile_config(client, gen1) == first  # and its retry
     both = {**gen2, "claim_uid": UID}  # what this project's webhook client sends
-    assert _ask(client, both) == first
+    assert get_profile_config(client, both) == first
     held = host.context.ipam.list()
     assert sorted(a.address for a in held) == sorted(addresses)
     # the claim's namespace, name and pod were recorded for leak reclaiming
@@ -95,7 +91,7 @@ def test_gen1_and_gen2_get_the_same_addresses_and_release_by_uid_frees_them(
     assert r.status_code == 200, r.text
     assert host.context.ipam.list() == []
     # another claim may now have them; a new claim is not confused with the old one
-    other = _ask(client, {**gen2, "claim": resource_claim("another-uid")})
+    other = get_profile_config(client, {**gen2, "claim": resource_claim("another-uid")})
     assert other["interface"]["addresses"]
 
 
@@ -135,7 +131,9 @@ def test_static_addresses_come_back_exactly_as_written(
         "profile": "local-ipam",
         "interface": {"type": "IPVLAN", "addresses": ["10.30.0.77/24"]},
     }
-    answer = _ask(client, {"device": GEN2_DEVICE, "claim": resource_claim(UID), "config": config})
+    answer = get_profile_config(
+        client, {"device": GEN2_DEVICE, "claim": resource_claim(UID), "config": config}
+    )
     assert answer["interface"]["addresses"] == ["10.30.0.77/24"]
 
 

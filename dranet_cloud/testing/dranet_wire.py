@@ -8,7 +8,10 @@ of "what DRANET's Go structs would have written".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
 
 TYPES = ("Passthrough", "IPVLAN")
 ADDRESSINGS = ("Static", "DHCP", "Unnumbered")
@@ -42,6 +45,19 @@ _VALUE_FIELDS = {
     "neighbor": {"destination", "hardwareAddr"},
     "ethtool": {"features", "privateFlags"},
 }
+
+
+_EXACTLY_ONE = {"deviceClassName": "dranet", "allocationMode": "ExactCount", "count": 1}
+
+
+def get_profile_config(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /GetProfileConfig`` to a test server: the answer, asserted 200 and gen2-shaped."""
+    r = client.post("/GetProfileConfig", json=body)
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    problems = go_shape_problems(answer, "answer")
+    assert problems == [], problems
+    return answer
 
 
 def resource_claim(
@@ -81,16 +97,7 @@ def resource_claim(
         },
         "spec": {
             "devices": {
-                "requests": [
-                    {
-                        "name": "nic",
-                        "exactly": {
-                            "deviceClassName": "dranet",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ],
+                "requests": [{"name": "nic", "exactly": dict(_EXACTLY_ONE)}],
                 "config": [
                     {
                         "requests": ["nic"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +22,10 @@ from dranet_cloud.ipam import SqliteStore
 from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing import Emulator
-from dranet_cloud.testing.dranet_wire import go_shape_problems, resource_claim
+from dranet_cloud.testing.dranet_wire import (
+    get_profile_config,
+    resource_claim,
+)
 
 UID = "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 
@@ -56,14 +58,6 @@ def _nic(host: ProviderHost) -> DeviceIdentifiers:
     raise AssertionError("the GCE sample host has no PCI NIC known to the metadata")
 
 
-def _ask(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    r = client.post("/GetProfileConfig", json=body)
-    assert r.status_code == 200, r.text
-    answer: dict[str, Any] = r.json()
-    assert go_shape_problems(answer) == []
-    return answer
-
-
 @pytest.mark.parametrize("profile", ["gce-subinterface", "gce-managed"])
 def test_gen1_and_gen2_get_the_same_addresses_and_release_frees_them(
     served: tuple[ProviderHost, httpx.Client], profile: str
@@ -87,12 +81,12 @@ def test_gen1_and_gen2_get_the_same_addresses_and_release_frees_them(
     }
     gen1 = {"device": gen1_device, "claim_uid": UID, "config": context1}
 
-    first = _ask(client, gen2)
+    first = get_profile_config(client, gen2)
     addresses = first["interface"]["addresses"]
     assert addresses and len(addresses) <= 2
-    assert _ask(client, gen2) == first
-    assert _ask(client, gen1) == first
-    assert _ask(client, gen1) == first
+    assert get_profile_config(client, gen2) == first
+    assert get_profile_config(client, gen1) == first
+    assert get_profile_config(client, gen1) == first
     assert sorted(a.address for a in host.context.ipam.list()) == sorted(addresses)
 
     final = {**context2, "interface": {**context2["interface"], "addresses": addresses}}
