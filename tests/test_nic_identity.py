@@ -337,3 +337,20 @@ def test_local_ipam_gives_the_same_address_in_every_form(tmp_path: Path) -> None
     assert plugin.release_profile_config(context, None, forms()[-1], "claim", None)
     assert context.ipam.list() == []
     assert PLUGIN_NAME == "local-ipam"
+
+
+def test_the_names_of_a_nic_are_forgotten_with_its_last_allocation(tmp_path: Path) -> None:
+    root = node(tmp_path / "root")
+    db = tmp_path / "ipam.db"
+    with SqliteStore(db) as store:
+        one = nic_owner(root, "p", DeviceIdentifiers(name="eth1"), "c1")
+        two = nic_owner(root, "p", DeviceIdentifiers(mac_address=MAC_A), "c2")
+        store.allocate(one, [V4])
+        store.allocate(two, [V4])
+        store.release(one)
+        (left,) = store.list()
+        assert "name:eth1" in left.owner.keys  # c2 still holds the NIC's names
+        store.release(two)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM device_keys").fetchone()[0] == 0
+    conn.close()

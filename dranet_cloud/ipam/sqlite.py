@@ -96,6 +96,7 @@ CREATE TABLE IF NOT EXISTS device_keys (
     PRIMARY KEY (device, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allocations_by_claim ON allocations (claim_uid, pool);
+CREATE INDEX IF NOT EXISTS allocations_by_device ON allocations (device);
 """
 
 _CLAIM_COLUMNS = ("claim_namespace", "claim_name", "claim_pods")
@@ -384,8 +385,13 @@ class SqliteStore:
         )
 
     @staticmethod
-    def _forget_unused_keys(conn: sqlite3.Connection) -> None:
-        conn.execute("DELETE FROM device_keys WHERE device NOT IN (SELECT device FROM allocations)")
+    def _forget_unused_keys(conn: sqlite3.Connection, devices: Iterable[str]) -> None:
+        """Drop the keys of identities among ``devices`` that hold nothing any more."""
+        conn.executemany(
+            "DELETE FROM device_keys WHERE device = ? "
+            "AND NOT EXISTS (SELECT 1 FROM allocations WHERE device = ?)",
+            [(d, d) for d in sorted(set(devices))],
+        )
 
     @staticmethod
     def _scan(conn: sqlite3.Connection, family: int) -> Callable[[int, int], Iterator[int]]:
@@ -501,7 +507,7 @@ class SqliteStore:
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {where}", params)
             if rows:
-                self._forget_unused_keys(conn)
+                self._forget_unused_keys(conn, devices)
             return [str(address) for (address,) in rows]
 
     def collect(
@@ -538,7 +544,7 @@ class SqliteStore:
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
             if rows:
-                self._forget_unused_keys(conn)
+                self._forget_unused_keys(conn, (row[4] for row in rows))
             if live is not None:
                 conn.execute("DELETE FROM temp.live_claims")
         return [_to_allocation(row) for row in rows]
