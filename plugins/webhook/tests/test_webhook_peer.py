@@ -111,9 +111,8 @@ def test_static_address_conflict_is_denied_with_the_servers_message(
     with pytest.raises(ProfileDenied) as info:
         plugin.profile_config(ctx, inst, ETH2, "claim-b", static("10.99.0.50/32"))
     assert info.value.status == 409
-    assert "static address 10.99.0.50/32 is already used by claim claim-a on mac:0c:42:a1:00:00:11" in str(
-        info.value
-    )
+    used = "static address 10.99.0.50/32 is already used by claim claim-a on mac:0c:42:a1:00:00:11"
+    assert used in str(info.value)
     # Once released, the address is free for the other claim.
     plugin.release_profile_config(ctx, inst, ETH1, "claim-a", mine)
     theirs = plugin.profile_config(ctx, inst, ETH2, "claim-b", static("10.99.0.50/32"))
