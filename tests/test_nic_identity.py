@@ -375,3 +375,14 @@ def test_a_bond_and_its_ports_are_three_nics(tmp_path: Path) -> None:
     assert {n.ifname for n in (by_name, by_pci, by_own_mac)} == {"reth1"}
     assert {n.identity for n in (by_name, by_pci, by_own_mac)} == {f"mac:{port1}"}
     assert (by_name.bond_master, by_name.bond_mode) == ("bond0", None)
+
+
+def test_a_claim_known_later_is_recorded_on_what_the_uid_holds(store: IpamStore) -> None:
+    """gen1 allocated with the UID only; gen2 (after an upgrade) retries with the claim."""
+    owner = Owner("p", "mac:" + MAC_A, "uid-1")
+    claim = ClaimReference("uid-1", "team-a", "gpu-claim")
+    first = store.allocate(owner, [V4])
+    store.reserve(owner, ["10.20.0.9/24"])
+    assert store.allocate(owner, [V4], claim=claim) == first
+    store.reserve(owner, ["10.20.0.9/24"], claim=ClaimReference("uid-1", "other", "ignored"))
+    assert [a.claim for a in store.list()] == [claim, claim]

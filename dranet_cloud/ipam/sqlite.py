@@ -541,6 +541,25 @@ class SqliteStore:
         )
 
     @staticmethod
+    def _fill_claim(
+        conn: sqlite3.Connection, owner: Owner, devices: Sequence[str], claim: ClaimReference | None
+    ) -> None:
+        """Record the claim's namespace/name on rows allocated when only its UID was known.
+
+        A gen1 call (UID only) retried by gen2 DRANET after an upgrade must not
+        leave the allocation unreclaimable by namespace/name.
+        """
+        if claim is None or (claim.namespace is None and claim.name is None and not claim.pods):
+            return
+        marks = ", ".join("?" for _ in devices)
+        conn.execute(
+            "UPDATE allocations SET claim_namespace = ?, claim_name = ?, claim_pods = ? "
+            f"WHERE claim_uid = ? AND pool = ? AND device IN ({marks}) AND "
+            "claim_namespace IS NULL AND claim_name IS NULL AND claim_pods IS NULL",
+            (*_claim_values(claim), owner.claim_uid, owner.pool, *devices),
+        )
+
+    @staticmethod
     def _forget_unused_keys(conn: sqlite3.Connection, devices: Iterable[str]) -> None:
         """Drop the keys of identities among ``devices`` that hold nothing any more."""
         conn.executemany(
@@ -623,6 +642,7 @@ class SqliteStore:
                 result.append(alloc.address)
             if held or result:
                 self._record(conn, main)
+                self._fill_claim(conn, owner, devices, claim)
             return result
 
     def reserve(
@@ -650,6 +670,7 @@ class SqliteStore:
                     )
             if wanted:
                 self._record(conn, main)
+                self._fill_claim(conn, owner, devices, claim)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
