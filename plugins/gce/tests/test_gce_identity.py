@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from dranet_cloud_gce import plugin
 from dranet_cloud_gce.sample import PRIMARY_PCI
 
 from dranet_cloud.cli.main import main
@@ -34,13 +33,6 @@ FORMS: list[tuple[str, dict[str, str]]] = [
 
 
 @pytest.fixture
-def sample(tmp_path: Path) -> SampleHost:
-    host = plugin.sample_host(tmp_path / "host", None)
-    assert host is not None
-    return host
-
-
-@pytest.fixture
 def cli_env(gce_emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("GCE_METADATA_HOST", "DRANET_CLOUD_GCE_METADATA_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
@@ -56,12 +48,12 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 
 def test_describe_answers_every_form_alike(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, cli_env: None
+    capsys: pytest.CaptureFixture[str], gce_sample: SampleHost, cli_env: None
 ) -> None:
     answers = []
     for spec, _wire in FORMS:
         data = _cli(
-            capsys, "describe", "--cloud-provider-hint", "gce", "--host-root", str(sample.root),
+            capsys, "describe", "--cloud-provider-hint", "gce", "--host-root", str(gce_sample.root),
             "--device", spec, "-o", "json",
         )  # fmt: skip
         (device,) = data["devices"]
@@ -73,12 +65,12 @@ def test_describe_answers_every_form_alike(
 
 
 def test_profile_get_and_release_across_forms(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, cli_env: None, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], gce_sample: SampleHost, cli_env: None, tmp_path: Path
 ) -> None:
     db = tmp_path / "ipam.db"
     claim = tmp_path / "claim.json"
     claim.write_text(json.dumps(CLAIM))
-    common = ["--cloud-provider-hint", "gce", "--host-root", str(sample.root)]
+    common = ["--cloud-provider-hint", "gce", "--host-root", str(gce_sample.root)]
     common += ["--ipam-db", str(db), "--config", str(claim), "-o", "json"]
 
     def get(spec: str, uid: str) -> list[str]:
@@ -112,12 +104,12 @@ def test_profile_get_and_release_across_forms(
 
 @pytest.fixture
 def served(
-    sample: SampleHost, gce_emulator: Emulator, tmp_path: Path
+    gce_sample: SampleHost, gce_emulator: Emulator, tmp_path: Path
 ) -> Iterator[tuple[httpx.Client, Path]]:
     db = tmp_path / "ipam.db"
     host = ProviderHost(
         cloud_provider_hint="gce",
-        host_root=str(sample.root),
+        host_root=str(gce_sample.root),
         env=gce_emulator.env,
         ipam_factory=lambda: SqliteStore(db),
     )
