@@ -189,3 +189,18 @@ def test_describe_shows_the_budget(
     main(["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none"])
     table = capsys.readouterr().out
     assert "BUDGET" in table and "0/8+24" in table
+
+
+def test_conformance_check_fails_a_host_without_the_budget(tmp_path: Path) -> None:
+    """The conformance check can fail: with the cap lifted, the chatty enricher
+    pushes the gVNIC (20 of DRANET's own) past 32."""
+    from dranet_cloud.testing.conformance import PluginConformance
+
+    host = budget_host(tmp_path)
+    suite = PluginConformance()
+    suite.plugin_name = "chatty"
+    suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)  # holds
+    host.budget = AttributeBudget(limit=64)  # what the host did before the budget
+    host._attr_cache.clear()
+    with pytest.raises(AssertionError, match=r"eth0/.* = 51 > 32"):
+        suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)
