@@ -171,6 +171,11 @@ def test_host_caps_keeps_best_ranked_and_logs_each_drop_once(
     report = host.attribute_budget(mlx)
     assert report["dranet"] == 24 and report["providers"] == 8
     assert "second.example.com/only" in report["dropped"]
+    # Another NIC that arrives under the same name is another device: drops are
+    # recorded by the resolved identity, never by the name alone.
+    stranger = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:99")
+    assert host.attribute_budget(stranger)["dropped"] == []
+    assert host.attribute_budget(stranger)["dranet"] == DRANET_MAX
 
 
 def test_describe_shows_the_budget(

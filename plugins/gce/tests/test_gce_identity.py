@@ -145,3 +145,21 @@ def test_serve_answers_every_form_alike(served: tuple[httpx.Client, Path]) -> No
     assert client.post("/ReleaseProfileConfig", json=body).status_code == 200
     with SqliteStore(db) as store:
         assert {a.owner.claim_uid for a in store.list()} == {"claim-1"}
+    # gen2 sends the whole ResourceClaim: its namespace/name are kept with the
+    # allocation (leak reclaiming reads them), whichever form names the NIC.
+    claim = {
+        "metadata": {"name": "gpu-net", "namespace": "team-a", "uid": "claim-3"},
+        "status": {"reservedFor": [{"resource": "pods", "name": "trainer-0", "uid": "p0"}]},
+    }
+    _, mac_only = FORMS[2]
+    body = {"device": mac_only, "claim": claim, "config": CLAIM}
+    assert client.post("/GetProfileConfig", json=body).status_code == 200
+    with SqliteStore(db) as store:
+        held = [a for a in store.list() if a.owner.claim_uid == "claim-3"]
+    assert len(held) == 2
+    assert all(a.claim is not None and a.claim.qualified_name == "team-a/gpu-net" for a in held)
+    assert all([p.name for p in a.claim.pods] == ["trainer-0"] for a in held if a.claim)
+    body = {"device": gen1, "claim_uid": "claim-3", "config": CLAIM}
+    assert client.post("/ReleaseProfileConfig", json=body).status_code == 200
+    with SqliteStore(db) as store:
+        assert {a.owner.claim_uid for a in store.list()} == {"claim-1"}
