@@ -269,8 +269,17 @@ def test_release_static_conflict_and_gc_while_serving(
 
     # `ipam gc` on the same file while the server runs: "leak" is not live.
     live = tmp_path / "live"
-    live.write_text("keep\nstatic-a\n")
-    gc = cli("ipam", "gc", "--ipam-db", str(server.db), "--live-claims", str(live), "-o", "json")
+    live.write_text("keep\nstatic-a\n# complete\n")
+    gc = cli(
+        "ipam",
+        "gc",
+        "--ipam-db",
+        str(server.db),
+        "--live-claims",
+        str(live),
+        "--grace=0s",
+        "-ojson",
+    )
     assert gc.returncode == 0, gc.stderr
     assert [a["claim_uid"] for a in json.loads(gc.stdout)] == ["leak"]
     assert sorted(listed_claims(server.db)) == ["keep", "static-a"]
@@ -280,16 +289,23 @@ def test_release_static_conflict_and_gc_while_serving(
     assert server.terminate() == 0
 
 
-def test_periodic_gc_collects_by_age(tmp_path: Path, servers: list[ServeProcess]) -> None:
+def test_periodic_gc_with_a_live_claims_file(tmp_path: Path, servers: list[ServeProcess]) -> None:
     live = tmp_path / "live"
-    live.write_text("keep\n")
+    live.write_text("")  # as a failed `kubectl ... > live` leaves it
     server = ServeProcess(
-        tmp_path, "--gc-interval", "0.2s", "--gc-older-than", "0s", "--gc-live-claims", str(live)
+        tmp_path, "--gc-interval", "0.2s", "--gc-live-claims", str(live), "--gc-grace", "0s"
     )
     servers.append(server)
     client = server.client()
     client.address("keep")
     client.address("old")
+    wait_until(lambda: "live claims file" in server.stderr(), "a collection to run")
+    assert "is empty, which proves nothing" in server.stderr()
+    assert sorted(listed_claims(server.db)) == ["keep", "old"]
+    live.write_text("keep\n")  # unmarked: may be cut short
+    wait_until(lambda: "does not end with the line" in server.stderr(), "another collection")
+    assert sorted(listed_claims(server.db)) == ["keep", "old"]
+    live.write_text("keep\n# complete\n")
     wait_until(lambda: "old" not in listed_claims(server.db), "the collector to free 'old'")
     assert listed_claims(server.db) == ["keep"]
     client.close()
@@ -424,8 +440,7 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         "none",
         "--host-root",
         str(tmp_path),
-        "--gc-older-than",
-        "1h",
+        "--gc-kubernetes",
     )
     assert out.returncode == 2 and "--gc-interval" in out.stderr
     out = cli(
@@ -438,8 +453,15 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         str(tmp_path),
         "--gc-interval",
         "soon",
-        "--gc-older-than",
-        "1h",
+        "--gc-kubernetes",
     )
     assert out.returncode == 2 and "--gc-interval 'soon'" in out.stderr
+    base = ["serve", "--listen", f"unix://{tmp_path}/s.sock", "--cloud-provider-hint", "none"]
+    base += ["--host-root", str(tmp_path), "--gc-interval", "10m"]
+    out = cli(*base, "--gc-older-than", "24h")
+    assert out.returncode == 2 and "--gc-older-than was removed" in out.stderr
+    out = cli(*base)
+    assert out.returncode == 2 and "--gc-interval needs --gc-kubernetes" in out.stderr
+    out = cli(*base, "--gc-kubernetes", "--kubeconfig", str(tmp_path / "missing"))
+    assert out.returncode == 2 and "no kubeconfig file at" in out.stderr
     assert not (tmp_path / "s.sock").exists()
