@@ -162,7 +162,7 @@ def test_gc_grace_keeps_new_allocations_of_unlisted_claims(
     [
         ([], "--kubernetes"),
         (["--live-claims", "-", "--grace", "soon"], "not a duration"),
-        (["--kubernetes", "--live-claims", "-"], "pick one source"),
+        (["--kubernetes", "--live-claims", "-"], "exclude each other"),
         (["--kubernetes", "--kubeconfig", "/nonexistent/kc"], "no kubeconfig file"),
         (["--live-claims", "/nonexistent/live.txt"], "cannot read the live claims file"),
     ],

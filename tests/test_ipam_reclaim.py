@@ -46,18 +46,6 @@ def run_cli(argv: list[str]) -> int:
     return code
 
 
-@pytest.fixture
-def kube() -> Iterator[KubernetesEmulator]:
-    with KubernetesEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
-def client(kube: KubernetesEmulator) -> Iterator[KubeClient]:
-    with KubeClient(str(kube.write_kubeconfig()), timeout=5) as c:
-        yield c
-
-
 def scenario(kube: KubernetesEmulator, store: IpamStore, *, named: bool) -> dict[str, str]:
     """Claim A live, B deleted, C deleted and recreated under its name; all allocated an hour ago.
 
@@ -82,11 +70,11 @@ def held_uids(store: IpamStore) -> set[str]:
 
 @pytest.mark.parametrize("named", [True, False], ids=["by-name", "uid-only"])
 def test_only_deleted_and_replaced_claims_are_freed(
-    kube: KubernetesEmulator, client: KubeClient, named: bool
+    kube: KubernetesEmulator, kube_client: KubeClient, named: bool
 ) -> None:
     store = MemoryStore(clock=lambda: HOUR_AGO)
     uids = scenario(kube, store, named=named)
-    result = reclaim(store, KubernetesClaims(client, page_size=1), grace=timedelta(minutes=2))
+    result = reclaim(store, KubernetesClaims(kube_client, page_size=1), grace=timedelta(minutes=2))
     assert {a.owner.claim_uid for a in result.freed} == {uids["b"], uids["old_c"]}
     assert len(result.freed) == 4  # two families each
     assert held_uids(store) == {uids["a"]}
@@ -145,30 +133,30 @@ def test_a_failing_api_frees_nothing_and_says_so(
 
 
 def test_grace_keeps_allocations_newer_than_the_evidence(
-    kube: KubernetesEmulator, client: KubeClient
+    kube: KubernetesEmulator, kube_client: KubeClient
 ) -> None:
     store = MemoryStore()  # allocations made just now
     uids = scenario(kube, store, named=False)
-    result = reclaim(store, KubernetesClaims(client), grace=timedelta(minutes=2))
+    result = reclaim(store, KubernetesClaims(kube_client), grace=timedelta(minutes=2))
     assert result.freed == [] and len(result.kept_recent) == 4
     assert "younger than the grace period" in result.summary()
     assert len(held_uids(store)) == 3
-    result = reclaim(store, KubernetesClaims(client), grace=timedelta(0))
+    result = reclaim(store, KubernetesClaims(kube_client), grace=timedelta(0))
     assert {a.owner.claim_uid for a in result.freed} == {uids["b"], uids["old_c"]}
 
 
-def test_dry_run_lists_and_frees_nothing(kube: KubernetesEmulator, client: KubeClient) -> None:
+def test_dry_run_lists_and_frees_nothing(kube: KubernetesEmulator, kube_client: KubeClient) -> None:
     store = MemoryStore(clock=lambda: HOUR_AGO)
     uids = scenario(kube, store, named=True)
-    result = reclaim(store, KubernetesClaims(client), grace=timedelta(0), dry_run=True)
+    result = reclaim(store, KubernetesClaims(kube_client), grace=timedelta(0), dry_run=True)
     assert {a.owner.claim_uid for a in result.freed} == {uids["b"], uids["old_c"]}
     assert "would free 4 of 6" in result.summary()
     assert len(store.list()) == 6
 
 
-def test_no_allocations_no_api_call(kube: KubernetesEmulator, client: KubeClient) -> None:
+def test_no_allocations_no_api_call(kube: KubernetesEmulator, kube_client: KubeClient) -> None:
     kube.fail(500, times=100)
-    result = reclaim(MemoryStore(), KubernetesClaims(client))
+    result = reclaim(MemoryStore(), KubernetesClaims(kube_client))
     assert result.freed == [] and result.checked == 0
     assert kube.emulator.request_count == 0
 
@@ -359,13 +347,15 @@ def test_claims_file_from_stdin() -> None:
 
 
 def test_collector_with_kubernetes_logs_failures_and_frees_on_proof(
-    kube: KubernetesEmulator, client: KubeClient, caplog: pytest.LogCaptureFixture
+    kube: KubernetesEmulator, kube_client: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MemoryStore(clock=lambda: HOUR_AGO)
     uids = scenario(kube, store, named=False)
     collector = PeriodicCollector(
         lambda: store,
-        CollectorSettings(60, source=KubernetesClaims(client, page_size=1), grace=timedelta(0)),
+        CollectorSettings(
+            60, source=KubernetesClaims(kube_client, page_size=1), grace=timedelta(0)
+        ),
     )
     kube.fail(500, continue_only=True)
     with caplog.at_level(logging.INFO, logger="dranet_cloud.server.collector"):

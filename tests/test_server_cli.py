@@ -543,7 +543,10 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
     out = cli(*base, "--gc-older-than", "24h")
     assert out.returncode == 2 and "--gc-older-than was removed" in out.stderr
     out = cli(*base)
-    assert out.returncode == 2 and "--gc-interval needs --gc-kubernetes" in out.stderr
+    assert (
+        out.returncode == 2
+        and "--gc-interval: say how to prove claims gone: --gc-kubernetes" in out.stderr
+    )
     out = cli(*base, "--gc-kubernetes", "--kubeconfig", str(tmp_path / "missing"))
     assert out.returncode == 2 and "no kubeconfig file at" in out.stderr
     assert not (tmp_path / "s.sock").exists()

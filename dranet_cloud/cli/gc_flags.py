@@ -44,14 +44,36 @@ def removed_older_than(flag: str, proof_flag: str, unsafe_flag: str) -> str:
 
 
 def build_source(
-    *, kubernetes: bool, kubeconfig: str | None, live_claims: str | None, what: str
+    *,
+    what: str,
+    kubernetes: bool,
+    kubeconfig: str | None,
+    live_claims: str | None,
+    unsafe_age: timedelta | None,
+    flags: tuple[str, str, str] = ("--kubernetes", "--live-claims", "--unsafe-free-by-age"),
 ) -> tuple[ClaimSource | None, Callable[[], None]]:
     """The claim source the flags ask for and a function that closes it.
 
-    ``None`` when neither was asked for; both at once is an error.
+    ``flags`` name the Kubernetes, file and age flags of the calling command.
+    Exactly one must be given; ``None`` is returned for age alone.
     """
-    if kubernetes and live_claims is not None:
-        raise ConfigError(f"{what}: pick one source of proof, the Kubernetes API or a file")
+    chosen = [
+        flag
+        for flag, given in zip(
+            flags, (kubernetes, live_claims is not None, unsafe_age is not None), strict=True
+        )
+        if given
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"{what}: {' and '.join(chosen)} exclude each other; pick one source of proof"
+        )
+    if not chosen:
+        raise ConfigError(
+            f"{what}: say how to prove claims gone: {flags[0]} (the Kubernetes API; "
+            f"--kubeconfig FILE outside a pod) or, air-gapped, {flags[1]} FILE; an address "
+            "is freed only when its claim is proven gone"
+        )
     if live_claims is not None:
         from ..ipam.reclaim import ClaimsFile
 

@@ -157,25 +157,14 @@ def _run_gc(args: argparse.Namespace) -> int:
                 removed_older_than("ipam gc --older-than", "--kubernetes", "--unsafe-free-by-age")
             )
         grace = parse_grace("--grace", args.grace)
-        unsafe = (
-            None if args.unsafe_free_by_age is None else parse_duration(args.unsafe_free_by_age)
-        )
-        if unsafe is not None and (args.kubernetes or args.live_claims is not None):
-            raise ConfigError(
-                "ipam gc: --unsafe-free-by-age frees by age alone; do not combine it with "
-                "--kubernetes or --live-claims"
-            )
+        unsafe = _optional_duration(args.unsafe_free_by_age)
         source, close = build_source(
+            what="ipam gc",
             kubernetes=args.kubernetes,
             kubeconfig=args.kubeconfig,
             live_claims=args.live_claims,
-            what="ipam gc",
+            unsafe_age=unsafe,
         )
-        if source is None and unsafe is None:
-            raise ConfigError(
-                "ipam gc: say how to prove claims gone: --kubernetes (the API; --kubeconfig FILE "
-                "outside a pod) or, air-gapped, --live-claims FILE"
-            )
         with _existing_store(args) as store:
             if source is not None:
                 result = reclaim(store, source, grace=grace, dry_run=args.dry_run)

@@ -207,21 +207,13 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         return None, lambda: None
     if interval.total_seconds() <= 0:
         raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
-    if unsafe is not None and (args.gc_kubernetes or args.gc_live_claims is not None):
-        raise ConfigError(
-            "--gc-unsafe-free-by-age frees by age alone; do not combine it with "
-            "--gc-kubernetes or --gc-live-claims"
-        )
-    if not asked:
-        raise ConfigError(
-            "--gc-interval needs --gc-kubernetes (or, air-gapped, --gc-live-claims FILE): "
-            "an address is freed only when its claim is proven gone"
-        )
     source, close = build_source(
+        what="--gc-interval",
         kubernetes=args.gc_kubernetes,
         kubeconfig=args.kubeconfig,
         live_claims=args.gc_live_claims,
-        what="serve",
+        unsafe_age=unsafe,
+        flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
     )
     settings = CollectorSettings(
         interval.total_seconds(), source=source, grace=grace, unsafe_free_by_age=unsafe
