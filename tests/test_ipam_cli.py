@@ -54,6 +54,7 @@ def test_list_table(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0].split() == [
         "POOL",
         "DEVICE",
+        "NAMES",
         "CLAIM",
         "NAMESPACE/NAME",
         "POD",

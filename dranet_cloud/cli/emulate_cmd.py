@@ -82,11 +82,22 @@ def build_kubernetes_emulator(fixture: str | None, listen: str, faults: str | No
         raise ConfigError(f"emulator for kubernetes: {exc}") from exc
 
 
+def _start(emu: Any, args: argparse.Namespace) -> None:
+    try:
+        emu.start()
+    except OSError as exc:
+        # Most often a port another process holds: say which and how to pick one.
+        raise ConfigError(
+            f"emulate {args.plugin}: cannot listen on {args.listen} ({exc.strerror or exc}); "
+            "stop what uses it or pick a free address, e.g. --listen 127.0.0.1:0"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.plugin == "kubernetes":
         return _run_kubernetes(args)
     emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
-    emu.start()
+    _start(emu, args)
     sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
     sys.stdout.flush()
     try:
@@ -98,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_kubernetes(args: argparse.Namespace) -> int:
     kube = build_kubernetes_emulator(args.fixture, args.listen, args.faults)
-    kube.start()
+    _start(kube, args)
     try:
         emu = kube.emulator
         sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .common import add_provider_flags, build_host
@@ -24,6 +24,9 @@ from .gc_flags import (
     parse_grace,
     removed_older_than,
 )
+
+if TYPE_CHECKING:
+    from ..host import ProviderHost
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 
@@ -147,11 +150,21 @@ def _print_ready(url: str, capabilities: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def refuse_without_role(host: ProviderHost) -> None:
+    """A server with neither role would answer every DRANET call with 400: refuse to start."""
+    caps = host.capabilities()
+    if not caps.cloud_provider and not caps.profile_provider:
+        raise ConfigError(
+            "serve: this server would have no role (no cloud plugin was detected or named and "
+            "no profile provider is set); pass --cloud-provider-hint NAME for the cloud role, "
+            "--ipam-range CIDR (local-ipam) or --profile-provider NAME for the profile role"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..server.listen import ListenAddress
 
     ListenAddress.parse(args.listen)  # a typo fails before any plugin starts
-    gc, close_source = _gc_settings(args)
     try:
         from ..server.middleware import ACCESS_LOGGER
         from ..server.runner import ServeOptions, WebhookServer
@@ -160,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
             f"serve needs FastAPI and uvicorn ({exc}); install them with "
             "pip install 'dranet-cloud[server]'"
         ) from exc
+    gc, close_source = _gc_settings(args)
     options = ServeOptions(
         listen=args.listen,
         socket_mode=args.socket_mode,
@@ -174,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         host = build_host(args)
         try:
+            refuse_without_role(host)
             server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
             code: int = server.run()
         finally:

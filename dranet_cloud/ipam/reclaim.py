@@ -362,17 +362,26 @@ def reclaim(
     for alloc in allocs:
         if alloc.owner.claim_uid in evidence.gone:
             by_owner.setdefault(alloc.owner, []).append(alloc)
+    ripe = {
+        owner: judged
+        for owner, judged in by_owner.items()
+        if all(a.created_at <= cutoff for a in judged)
+    }
+    freeable = {a.address for judged in ripe.values() for a in judged}
     for owner, judged in sorted(by_owner.items()):
-        if any(a.created_at > cutoff for a in judged):
+        if owner not in ripe:
             result.kept_recent.extend(judged)
             continue
         if dry_run:
             result.freed.extend(judged)
             continue
+        # Re-read: what the owner holds now (its NIC's linked identities
+        # included) must all have been judged freeable, else leave it for the
+        # next run.  Empty: already released through a linked identity.
         current = store.held(owner)
-        if {a.address for a in current} != {a.address for a in judged} or any(
-            a.created_at > cutoff for a in current
-        ):
+        if not current:
+            continue
+        if any(a.address not in freeable or a.created_at > cutoff for a in current):
             result.changed.append(owner)
             continue
         released = set(store.release(owner))
