@@ -100,7 +100,10 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
     (rate-limited) when a device's MAC is unknown to the snapshot.  Retry
     while the server comes up, until ``deadline`` seconds have passed, then
     raise ``ProviderUnavailable``.  The host turns that into
-    ``ProviderInitError`` when the plugin was requested explicitly.
+    ``ProviderInitError`` when the plugin was requested explicitly.  A plugin
+    whose facts are on the node's Kubernetes Node object (CKS) reads it here
+    with ``context.node.get(deadline, fresh=True)``, so it is read once at
+    start and again on each refresh; no other plugin makes the core read it.
     """
 
 

@@ -352,7 +352,7 @@ class ProviderHost:
         inst = self._refresh_if_unknown(device)
         merged: AttributeMap = {}
         budget = self.budget.for_device(self.context.host_root, device)
-        self.budget.clear_drops(device)
+        self.budget.clear_drops(budget)
         sources: list[str] = []
         if self.cloud is not None and self._serves(self.cloud, "cloud"):
             sources.append(self.cloud)
@@ -401,7 +401,7 @@ class ProviderHost:
     def attribute_budget(self, device: DeviceIdentifiers) -> dict[str, Any]:
         """DRANET's count, the providers' budget and what was dropped, for ``describe``."""
         budget: DeviceBudget = self.budget.for_device(self.context.host_root, device)
-        return {**budget.to_json(), "dropped": list(self.budget.dropped(device))}
+        return {**budget.to_json(), "dropped": list(self.budget.dropped(budget))}
 
     def device_config(self, device: DeviceIdentifiers) -> NetworkConfig | None:
         """The cloud plugin's static config for ``device`` (cached)."""
