@@ -246,7 +246,15 @@ def test_denials_and_failures_map_to_byodp_status_codes(
     broken = client.post("/GetProfileConfig", json=profile_body("c1", profile="broken"))
     assert "KeyError" in broken.text
     empty_claim = client.post("/GetProfileConfig", json=profile_body(""))
-    assert empty_claim.status_code == 400 and "claim UID is required" in empty_claim.text
+    assert empty_claim.status_code == 400 and "the request has neither" in empty_claim.text
+    # DRANET's rules are applied to the context before anything is allocated.
+    for fields, rule in (
+        ({"addresses": ["10.0.0.1"]}, "addresses-cidr"),
+        ({"dhcp": True, "addresses": ["10.0.0.1/24"]}, "dhcp-and-addresses"),
+        ({"arpIgnore": 7}, "arp-ignore"),
+    ):
+        bad = client.post("/GetProfileConfig", json=profile_body("c1", **fields))
+        assert bad.status_code == 400 and f"[{rule}]" in bad.text, bad.text
 
 
 def test_release_failure_is_500_and_empty_claim_is_400(
@@ -310,7 +318,7 @@ def test_cloud_role_answers_attributes_and_config(tmp_path: Path) -> None:
             config = client.post("/GetDeviceConfig", json=dev)
             assert config.json() == {
                 "interface": {"mtu": 8244},
-                "routes": [{"destination": "10.0.0.0/24", "table": 100}],
+                "routes": [{"destination": "10.0.0.0/24", "scope": 253, "table": 100}],
             }
             unknown = client.post("/GetDeviceConfig", json={"name": "eth9"})
             assert unknown.status_code == 200 and unknown.json() == {"interface": {}}
@@ -325,11 +333,11 @@ def test_cloud_role_answers_attributes_and_config(tmp_path: Path) -> None:
     ("body", "named"),
     [
         ({"device": {"name": 5}, "claim_uid": "c"}, "device.name"),
-        ({"device": {"name": "eth1"}}, "claim_uid: Field required"),
+        ({"device": {"name": "eth1"}}, "the request has neither"),
         ({"claim_uid": "c"}, "device: Field required"),
-        (profile_body("c", addresses=["10.0.0.1"]), "config.interface.addresses"),
-        (profile_body("c", dhcp=True, addresses=["10.0.0.1/24"]), "mutually exclusive"),
-        (profile_body("c", arpIgnore=7), "arpIgnore must be 0-3 or 8"),
+        (profile_body("c", mtu="9000"), "config.interface.mtu"),
+        ({"device": {"name": "eth1"}, "claim_uid": "c", "claim": {"metadata": {}}}, "uid"),
+        (profile_body("c", mtu=10**30), "config.interface.mtu"),
         ([1, 2], "(body)"),
     ],
 )
