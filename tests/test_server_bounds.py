@@ -517,3 +517,35 @@ def test_tls_cert_and_key_serve_https(host: ProviderHost, tmp_path: Path) -> Non
         assert r.status_code == 200 and r.json()["profileProvider"] is True
     finally:
         server.stop()
+
+
+def test_more_sockets_than_file_descriptors_do_not_block_health(tmp_path: Path) -> None:
+    sock = tmp_path / "limited.sock"
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+        "from dranet_cloud.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    argv = [sys.executable, "-c", code, "serve", "--listen", f"unix://{sock}"]
+    argv += ["--cloud-provider-hint", "none", "--host-root", str(tmp_path)]
+    argv += ["--ipam-db", str(tmp_path / "ipam.db"), "--ipam-range", "10.0.0.0/24"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    idle: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None and proc.stdout.readline()  # the ready line
+        # The default cap (half the 64-fd limit) keeps descriptors free: new
+        # connections replace the longest-idle ones instead of hitting EMFILE.
+        for _ in range(100):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(sock))
+            idle.append(s)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=10) as c:
+            assert c.get("http://x/health").status_code == 200
+    finally:
+        for s in idle:
+            s.close()
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert len(err) < 20_000  # no log line per refused or evicted connection
