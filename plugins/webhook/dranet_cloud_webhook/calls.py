@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import DranetCloudError, ProfileDenied
+from dranet_cloud.logsafe import safe
 from dranet_cloud.models import (
     AttributeMap,
     DeviceAttribute,
@@ -102,12 +103,12 @@ def parse_attribute_map(
             attributes[str(name)] = DeviceAttribute.model_validate(value)
         except ValidationError as exc:
             log.warning(
-                "%s: dropping attribute %r for %s from %s: not a DeviceAttribute (%s)",
+                "%s: dropping attribute %s for %s from %s: not a DeviceAttribute (%s)",
                 PLUGIN,
-                name,
-                device.label(),
+                safe(name, 80),
+                safe(device.label()),
                 where,
-                describe_validation_error(exc, root="value"),
+                safe(describe_validation_error(exc, root="value"), 300),
             )
     return attributes
 
