@@ -549,3 +549,22 @@ def test_more_sockets_than_file_descriptors_do_not_block_health(tmp_path: Path) 
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert len(err) < 20_000  # no log line per refused or evicted connection
+
+
+def test_health_reports_a_store_that_cannot_be_written_and_recovers(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    server = serve(host, tmp_path)
+    store = host.context.ipam
+    assert isinstance(store, SqliteStore)
+    try:
+        with client(server) as c:
+            store._connection().execute("PRAGMA query_only = 1")  # every write now fails
+            assert c.post("/GetProfileConfig", json=claim("w1")).status_code == 500
+            r = c.get("/health")
+            assert r.status_code == 503 and "write" in r.text and "readonly" in r.text
+            store._connection().execute("PRAGMA query_only = 0")
+            assert c.post("/GetProfileConfig", json=claim("w2")).status_code == 200
+            assert c.get("/health").status_code == 200
+    finally:
+        server.stop()
