@@ -41,7 +41,7 @@ from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing.drip import DrippingServer
 
 # Far above a healthy /health (well under a millisecond), far below the waits
-# it must not share: the 3 s database lock and the 5 s profile peer.
+# it must not share: the 2 s database lock wait and the 5 s profile peer.
 HEALTH_BOUND = 1.0
 
 
@@ -186,7 +186,7 @@ def test_at_the_connection_cap_idle_sockets_give_way_to_health(
 
 
 def test_health_answers_while_another_process_locks_the_database(tmp_path: Path) -> None:
-    host = make_host(tmp_path, busy_timeout=3.0)
+    host = make_host(tmp_path, busy_timeout=2.0)
     server = serve(host, tmp_path)
     holder = subprocess.Popen(
         [
@@ -208,7 +208,7 @@ def test_health_answers_while_another_process_locks_the_database(tmp_path: Path)
                     client(server).post("/GetProfileConfig", json=claim(f"locked-{i}"))
                 )
             )
-            for i in range(12)  # more than the worker pool
+            for i in range(10)  # more than the worker pool
         ]
         for t in blocked:
             t.start()
