@@ -116,7 +116,8 @@ def subinterface_profile(
                 status=400,
             )
         addresses = context.ipam.allocate(owner, candidates)
-    log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
     return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 

@@ -45,6 +45,7 @@ from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
 from ..logsafe import safe
 from ..models import DeviceIdentifiers, NetworkConfig, ProfileRequest, WireModel
+from ..nic import resolution_scope
 from .docs import documentation_app
 from .middleware import (
     ASGIApp,
@@ -211,6 +212,12 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
         return text_reply(
             500, f"POST {path} for {what}: internal error ({type(exc).__name__}: {safe(exc)})"
         )
+
+
+def _in_scope(job: Callable[[], Reply]) -> Reply:
+    """Run a job with NIC resolution memoized for its duration (one sysfs walk per call)."""
+    with resolution_scope():
+        return job()
 
 
 class _Route:
@@ -424,7 +431,7 @@ class ByodpApp:
         self._in_flight += 1
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor(), job)
+            return await loop.run_in_executor(self._executor(), _in_scope, job)
         finally:
             self._in_flight -= 1
 
