@@ -568,3 +568,17 @@ def test_health_reports_a_store_that_cannot_be_written_and_recovers(
             assert c.get("/health").status_code == 200
     finally:
         server.stop()
+
+
+def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
+    from dranet_cloud.hostroot import HostRoot
+    from dranet_cloud.nic import resolution_scope, resolve_nic
+
+    root = HostRoot(str(tmp_path))
+    dev = DeviceIdentifiers(name="eth1", mac_address="0c:42:a1:00:00:11")
+    assert resolve_nic(root, dev) is not resolve_nic(root, dev)
+    with resolution_scope():
+        first = resolve_nic(root, dev)
+        assert resolve_nic(root, dev) is first
+        assert resolve_nic(root, DeviceIdentifiers(name="eth2")) is not first
+    assert resolve_nic(root, dev) is not first
