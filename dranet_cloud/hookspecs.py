@@ -100,7 +100,10 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
     (rate-limited) when a device's MAC is unknown to the snapshot.  Retry
     while the server comes up, until ``deadline`` seconds have passed, then
     raise ``ProviderUnavailable``.  The host turns that into
-    ``ProviderInitError`` when the plugin was requested explicitly.
+    ``ProviderInitError`` when the plugin was requested explicitly.  A plugin
+    whose facts are on the node's Kubernetes Node object (CKS) reads it here
+    with ``context.node.get(deadline, fresh=True)``, so it is read once at
+    start and again on each refresh; no other plugin makes the core read it.
     """
 
 
@@ -113,8 +116,25 @@ def device_attributes(
     Called by the host when it publishes devices; the result is cached per
     device.  ``instance`` is ``None`` for enrichers called without a cloud
     plugin.  The host validates every attribute against the API-server
-    limits and drops invalid ones with a warning.  ``None`` or ``{}``: nothing
-    to add.
+    limits and drops invalid ones with a warning, then keeps as many as the
+    device's attribute budget allows, best-ranked first (see
+    ``attribute_ranking``).  ``None`` or ``{}``: nothing to add.
+    """
+
+
+@hookspec(firstresult=True)
+def attribute_ranking() -> list[str] | None:
+    """This plugin's attribute names, most useful first.
+
+    A device carries at most 32 attributes, DRANET's own included (18-24 on a
+    NIC), so the host caps what the providers add per device (see
+    :mod:`dranet_cloud.budget`) and keeps each plugin's best-ranked ones:
+    the names listed here come first, in this order; an entry ending in ``/``
+    ranks a whole domain (``"resource.aws.com/"``); names not listed follow
+    in the order ``device_attributes`` returned them.  Without this hook that
+    order alone is the ranking, so a plugin may instead return its mapping
+    most useful first.  Called once per plugin; the answer must not depend on
+    the node.  ``None``: rank by returned order.
     """
 
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
-from .attributes import MAX_ATTRIBUTES, validate_attributes
+from .attributes import validate_attributes
+from .budget import AttributeBudget, DeviceBudget
 from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
@@ -95,6 +96,8 @@ class ProviderHost:
         )
         if ipam is not None:
             self.context._ipam = ipam
+        self.budget = AttributeBudget.with_floor(opts.dranet_attribute_floor)
+        self._rankings: dict[str, list[str] | None] = {}
         self.refresh_interval = refresh_interval
         self.unknown_mac_backoff = unknown_mac_backoff
         self._unknown_macs: dict[str, float] = {}  # MAC -> when a reload still lacked it
@@ -348,6 +351,8 @@ class ProviderHost:
                 return dict(self._attr_cache[key])
         inst = self._refresh_if_unknown(device)
         merged: AttributeMap = {}
+        budget = self.budget.for_device(self.context.host_root, device)
+        self.budget.clear_drops(budget)
         sources: list[str] = []
         if self.cloud is not None and self._serves(self.cloud, "cloud"):
             sources.append(self.cloud)
@@ -373,14 +378,30 @@ class ProviderHost:
                 continue
             # The cloud plugin's attributes win; an enricher only adds names.
             new = {k: v for k, v in attrs.items() if k not in merged}
-            valid = validate_attributes(
-                new, plugin=name, device=device.label(), limit=MAX_ATTRIBUTES - len(merged)
-            )
-            merged.update(valid)
+            valid = validate_attributes(new, plugin=name, device=device.label())
+            room = budget.providers - len(merged)
+            merged.update(self.budget.fit(name, device, valid, self._ranking(name), room, budget))
         with self._lock:
             if self._is_known(inst, device):
                 self._attr_cache[key] = merged
         return dict(merged)
+
+    def _ranking(self, name: str) -> list[str] | None:
+        """The plugin's ``attribute_ranking`` answer, asked once."""
+        if name not in self._rankings:
+            ranking = None
+            if self.registry.implements(name, "attribute_ranking"):
+                try:
+                    ranking = self.registry.call(name, "attribute_ranking")
+                except Exception as exc:
+                    log.warning("plugin %s: attribute_ranking failed: %s", name, exc)
+            self._rankings[name] = list(ranking) if ranking else None
+        return self._rankings[name]
+
+    def attribute_budget(self, device: DeviceIdentifiers) -> dict[str, Any]:
+        """DRANET's count, the providers' budget and what was dropped, for ``describe``."""
+        budget: DeviceBudget = self.budget.for_device(self.context.host_root, device)
+        return {**budget.to_json(), "dropped": list(self.budget.dropped(budget))}
 
     def device_config(self, device: DeviceIdentifiers) -> NetworkConfig | None:
         """The cloud plugin's static config for ``device`` (cached)."""

@@ -102,6 +102,8 @@ def test_describe_without_provider_lists_nics(
             "device": {"mac_address": "3c:ec:ef:00:00:01", "name": "eno1"},
             "attributes": {},
             "config": None,
+            # A netdev without a PCI link: DRANET's 14 link attributes and rdma.
+            "budget": {"dranet": 15, "providers": 17, "source": "sysfs", "dropped": [], "used": 0},
         }
     ]
 

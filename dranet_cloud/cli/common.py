@@ -90,6 +90,21 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         help="per-probe timeout during auto-detection (default 1)",
     )
     g.add_argument(
+        "--dranet-attribute-floor",
+        type=int,
+        default=int(os.environ.get("DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR", "0") or 0),
+        metavar="N",
+        help="assume DRANET publishes at least N attributes per device (0-32; default 0: "
+        "count them from sysfs); only ever lowers what providers may add",
+    )
+    g.add_argument(
+        "--node-name",
+        default=None,
+        metavar="NAME",
+        help="this node's Kubernetes name, for plugins that read the Node object "
+        "(default: $NODE_NAME, the downward API convention)",
+    )
+    g.add_argument(
         "--set",
         dest="settings",
         action="append",
@@ -175,6 +190,9 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
         probe_timeout=args.probe_timeout,
+        dranet_attribute_floor=args.dranet_attribute_floor,
+        node_name=args.node_name,
+        kubeconfig=getattr(args, "kubeconfig", None),
         settings=settings,
     )
 

@@ -141,11 +141,13 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
         }
         for dev in devices:
             config = host.device_config(dev)
+            attributes = host.device_attributes(dev)
             out["devices"].append(
                 {
                     "device": dev.to_wire(),
-                    "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
+                    "attributes": {k: v.to_wire() for k, v in attributes.items()},
                     "config": config.to_wire() if config is not None else None,
+                    "budget": {**host.attribute_budget(dev), "used": len(attributes)},
                 }
             )
         return out
@@ -166,17 +168,24 @@ def run_describe(args: argparse.Namespace) -> int:
         attrs = ", ".join(
             f"{k.rpartition('/')[2]}={next(iter(v.values()))}" for k, v in d["attributes"].items()
         )
+        budget = d["budget"]
         rows.append(
             (
-                dev["name"],
+                dev["name"] or dev.get("pci_address", ""),
                 dev.get("mac_address", ""),
                 iface.get("mtu", ""),
                 len(cfg.get("routes", []) or []),
                 len(cfg.get("neighbors", []) or []),
+                f"{budget['used']}/{budget['providers']}+{budget['dranet']}"
+                + (f" -{len(budget['dropped'])}" if budget["dropped"] else ""),
                 attrs,
             )
         )
-    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "ATTRIBUTES"), rows)
+    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "BUDGET", "ATTRIBUTES"), rows)
+    sys.stdout.write(
+        "\nBUDGET: provider attributes used/allowed + DRANET's own (a device carries at "
+        "most 32); -N: dropped, lowest-ranked first\n"
+    )
     return 0
 
 

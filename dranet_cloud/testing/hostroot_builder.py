@@ -76,6 +76,7 @@ class HostRootBuilder:
         self._inet6: list[_Inet6] = []
         self._pci_devices: dict[str, str | None] = {}
         self._files: dict[str, str] = {}
+        self._links: dict[str, str] = {}
 
     # --- recording ---------------------------------------------------------------------
 
@@ -152,6 +153,12 @@ class HostRootBuilder:
         self._files[absolute] = content
         return self
 
+    def link(self, absolute: str, target: str) -> HostRootBuilder:
+        """A symlink at ``absolute`` to ``target`` (both node paths), written relative
+        (an SR-IOV VF's ``physfn``...)."""
+        self._links[absolute] = target
+        return self
+
     # --- writing ----------------------------------------------------------------------------
 
     def build(self) -> Path:
@@ -173,6 +180,8 @@ class HostRootBuilder:
         self._write("proc/net/if_inet6", self._render_inet6())
         for absolute, content in self._files.items():
             self._write(absolute.lstrip("/"), content)
+        for absolute, target in self._links.items():
+            self._link(absolute.lstrip("/"), target.lstrip("/"))
         return self.root
 
     def _nic(self, nic: _Nic) -> None:

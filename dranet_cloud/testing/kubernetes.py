@@ -109,6 +109,7 @@ class KubernetesEmulator:
         listen: str = "127.0.0.1:0",
         faults: Faults | str | None = None,
         token: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         if listen.strip().startswith("unix://"):
             raise ValueError(
@@ -127,8 +128,11 @@ class KubernetesEmulator:
             name="kubernetes",
             listen=listen,
             faults=faults,
-            env_for=lambda url: {"KUBECONFIG": str(self.write_kubeconfig())},
+            # ``env``: more variables for the client (a CKS node's NODE_NAME).
+            env_for=lambda url: {"KUBECONFIG": str(self.write_kubeconfig()), **(env or {})},
         )
+        # Stopping the bare Emulator (a plugin's emulator hook returns it) cleans up too.
+        self.emulator.on_stop.append(self._remove_tmpdir)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -138,6 +142,9 @@ class KubernetesEmulator:
 
     def stop(self) -> None:
         self.emulator.stop()
+        self._remove_tmpdir()
+
+    def _remove_tmpdir(self) -> None:
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -64,6 +64,22 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    """eRDMA and placement first (what claims select by); IDs that only describe last."""
+    from . import attributes as a
+
+    return [
+        a.ERDMA,
+        a.INSTANCE_TYPE,
+        a.ZONE_ID,
+        a.VSWITCH_ID,
+        a.VPC_ID,
+        a.NETWORK_INTERFACE_ID,
+        a.REGION_ID,
+    ]
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:

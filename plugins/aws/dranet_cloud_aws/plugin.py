@@ -55,6 +55,13 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    from .attributes import RANKING
+
+    return list(RANKING)
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:

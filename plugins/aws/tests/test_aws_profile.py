@@ -16,8 +16,8 @@ from dranet_cloud.ipam import MemoryStore, Owner
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 
 PREFIX_ENI = DeviceIdentifiers(name="ens6", mac_address="0e:5c:1a:2b:3c:02")
-SECONDARY_ENI = DeviceIdentifiers(name="ens7", mac_address="0e:5c:1a:2b:3c:03")
-BARE_ENI = DeviceIdentifiers(name="ens8", mac_address="0e:5c:1a:2b:3c:04")
+SECONDARY_ENI = DeviceIdentifiers(name="enp48s0", mac_address="0e:5c:1a:2b:3c:03")
+BARE_ENI = DeviceIdentifiers(name="enp49s0", mac_address="0e:5c:1a:2b:3c:04")
 IPVLAN = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "ipvlan"}})
 
 

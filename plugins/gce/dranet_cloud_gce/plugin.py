@@ -57,6 +57,23 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    """Topology and network first (what claims select by); descriptions last."""
+    from . import attributes as a
+
+    return [
+        a.ATTR_NETWORK_NAME,
+        a.ATTR_BLOCK,
+        a.ATTR_SUB_BLOCK,
+        a.ATTR_HOST,
+        a.ATTR_MACHINE_TYPE,
+        a.ATTR_GPU_DIRECT,
+        a.ATTR_NETWORK_PROJECT_NUMBER,
+        a.ATTR_IP_ALIASES,
+    ]
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
