@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from .claims import ClaimReference
     from .context import InstanceSnapshot, ProviderContext, SampleHost
     from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from .settings import Setting
@@ -157,6 +158,7 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None,
 ) -> NetworkConfig | None:
     """Per-claim dynamic config (addresses from IPAM...).
 
@@ -165,6 +167,16 @@ def profile_config(
     must be idempotent per ``(device, claim_uid)``: a kubelet retry gets the
     same answer and allocates nothing new.  Raise ``ProfileDenied`` to refuse.
     ``None``: nothing to add for this claim.
+
+    ``claim`` (added for gen2 DRANET, which sends the whole ResourceClaim):
+    the claim's UID (always equal to ``claim_uid``) and, when the caller knew
+    them, its namespace, name and consuming pods.  Pass it to the IPAM
+    (``allocate(..., claim=claim)`` / ``reserve(..., claim=claim)``) so a
+    leaked allocation can be checked against the Kubernetes API later.  The
+    host always passes a reference (UID only for gen1 callers); plugins
+    written before it existed may leave the argument out of their signature,
+    pluggy then simply does not pass it.  The answer must not depend on it:
+    a gen1 and a gen2 request for the same claim get the same addresses.
     """
 
 
@@ -175,8 +187,12 @@ def release_profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig | None,
+    claim: ClaimReference | None,
 ) -> bool | None:
     """Free what ``profile_config`` allocated for this claim.
+
+    ``claim``: as for ``profile_config`` (release requests carry only the UID,
+    so usually a reference without namespace or name); optional for plugins.
 
     Called by the host at claim teardown, best effort and never retried.
     Free by owner (device, claim), not by what ``config`` still lists.

@@ -32,8 +32,9 @@ from ..context import ProviderContext, ProviderOptions
 from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
-from ..models import NetworkConfig, validate_network_config
+from ..models import NetworkConfig
 from ..plugins import ROLE_HOOKS, PluginRegistry
+from ..validation import validate_network_config
 
 
 @dataclass
@@ -71,7 +72,7 @@ class PluginConformance:
     # False for a cloud whose facts carry no device config (CKS, as in DRANET):
     # then every device's config must be None.
     has_device_config: bool = True
-    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "ipvlan"}}
+    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
     # --- environment ---------------------------------------------------------
 
