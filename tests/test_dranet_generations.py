@@ -23,11 +23,11 @@ from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import SqliteStore
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.plugins import PluginRegistry
-from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing.dranet_wire import (
     get_profile_config,
     go_shape_problems,
     resource_claim,
+    served_on_unix_socket,
 )
 
 UID = "0f6b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
@@ -53,12 +53,8 @@ def served(tmp_path: Path) -> Iterator[tuple[ProviderHost, httpx.Client]]:
         env={},
     )
     host.start()
-    opts = ServeOptions(listen=f"unix://{tmp_path}/hook.sock")
-    with WebhookServer(host, opts) as server:
-        assert server.bound is not None and server.bound.path is not None
-        transport = httpx.HTTPTransport(uds=server.bound.path)
-        with httpx.Client(transport=transport, base_url="http://localhost", timeout=30) as c:
-            yield host, c
+    with served_on_unix_socket(host, tmp_path) as client:
+        yield host, client
     host.close()
 
 

@@ -8,10 +8,15 @@ of "what DRANET's Go structs would have written".
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import httpx
+
+    from ..host import ProviderHost
 
 TYPES = ("Passthrough", "IPVLAN")
 ADDRESSINGS = ("Static", "DHCP", "Unnumbered")
@@ -48,6 +53,20 @@ _VALUE_FIELDS = {
 
 
 _EXACTLY_ONE = {"deviceClassName": "dranet", "allocationMode": "ExactCount", "count": 1}
+
+
+@contextmanager
+def served_on_unix_socket(host: ProviderHost, directory: Path) -> Iterator[httpx.Client]:
+    """``host`` (started) behind a real ``serve`` server on ``directory/hook.sock``."""
+    import httpx
+
+    from ..server.runner import ServeOptions, WebhookServer
+
+    with WebhookServer(host, ServeOptions(listen=f"unix://{directory}/hook.sock")) as server:
+        assert server.bound is not None and server.bound.path is not None
+        transport = httpx.HTTPTransport(uds=server.bound.path)
+        with httpx.Client(transport=transport, base_url="http://localhost", timeout=30) as c:
+            yield c
 
 
 def get_profile_config(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:

@@ -20,11 +20,11 @@ from dranet_cloud.context import ProviderOptions
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import SqliteStore
 from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.dranet_wire import (
     get_profile_config,
     resource_claim,
+    served_on_unix_socket,
 )
 
 UID = "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
@@ -42,11 +42,8 @@ def served(tmp_path: Path, gce_emulator: Emulator) -> Iterator[tuple[ProviderHos
         ipam_factory=lambda: SqliteStore(tmp_path / "ipam.db"),
     )
     host.start()
-    with WebhookServer(host, ServeOptions(listen=f"unix://{tmp_path}/hook.sock")) as server:
-        assert server.bound is not None and server.bound.path is not None
-        transport = httpx.HTTPTransport(uds=server.bound.path)
-        with httpx.Client(transport=transport, base_url="http://localhost", timeout=30) as c:
-            yield host, c
+    with served_on_unix_socket(host, tmp_path) as client:
+        yield host, client
     host.close()
 
 
