@@ -129,7 +129,8 @@ def subinterface_profile(
                 status=400,
             )
         addresses = context.ipam.allocate(owner, candidates, claim=claim)
-    log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
     return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 

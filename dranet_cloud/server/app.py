@@ -51,6 +51,7 @@ from ..models import (
     parse_peer_config,
     parse_profile_request,
 )
+from ..nic import resolution_scope
 from .docs import documentation_app
 from .middleware import (
     ASGIApp,
@@ -217,6 +218,12 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
         return text_reply(
             500, f"POST {path} for {what}: internal error ({type(exc).__name__}: {safe(exc)})"
         )
+
+
+def _in_scope(job: Callable[[], Reply]) -> Reply:
+    """Run a job with NIC resolution memoized for its duration (one sysfs walk per call)."""
+    with resolution_scope():
+        return job()
 
 
 class _Route:
@@ -430,7 +437,7 @@ class ByodpApp:
         self._in_flight += 1
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor(), job)
+            return await loop.run_in_executor(self._executor(), _in_scope, job)
         finally:
             self._in_flight -= 1
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from dranet_cloud.claims import ClaimReference, resource_claim_document
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import DranetCloudError, ProfileDenied
+from dranet_cloud.logsafe import safe
 from dranet_cloud.models import (
     AttributeMap,
     DeviceAttribute,
@@ -104,12 +105,12 @@ def parse_attribute_map(
             attributes[str(name)] = DeviceAttribute.model_validate(value)
         except ValidationError as exc:
             log.warning(
-                "%s: dropping attribute %r for %s from %s: not a DeviceAttribute (%s)",
+                "%s: dropping attribute %s for %s from %s: not a DeviceAttribute (%s)",
                 PLUGIN,
-                name,
-                device.label(),
+                safe(name, 80),
+                safe(device.label()),
                 where,
-                describe_validation_error(exc, root="value"),
+                safe(describe_validation_error(exc, root="value"), 300),
             )
     return attributes
 
