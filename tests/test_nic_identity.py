@@ -102,6 +102,10 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     nic = resolve_nic(root, DeviceIdentifiers(name="eth0.100", mac_address=MAC_A))
     assert nic.ifname == "eth1"
     assert "answering for eth1" in caplog.text and "eth0.100" in caplog.text
+    # A MAC no NIC has, with the PCI function of one: the hardware decides, logged.
+    moved = resolve_nic(root, DeviceIdentifiers(mac_address=MAC_B, pci_address=PCI_A))
+    assert (moved.ifname, moved.identity) == ("eth1", f"mac:{MAC_A}")
+    assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
 
 
 def test_a_pci_function_without_netdev_is_found_and_listed(tmp_path: Path) -> None:
