@@ -102,6 +102,7 @@ class LocatedNic:
     ifname: str | None
     pci_address: str | None
     netdev: bool = True
+    identity: str = ""  # the resolver's stable key (mac:..., else pci:..., else name:...)
 
 
 def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
@@ -116,10 +117,11 @@ def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
 
     nic = resolve_nic(root, device)
     if nic.found:
-        return LocatedNic(nic.ifname, nic.pci_address, netdev=nic.ifname is not None)
+        return LocatedNic(nic.ifname, nic.pci_address, nic.ifname is not None, nic.identity)
     pci = nic.pci_address
     if pci is not None and root.path(f"/sys/bus/pci/devices/{pci}").exists():
-        return LocatedNic(None, pci, netdev=device.mac is not None or bool(device.name))
+        named = device.mac is not None or bool(device.name)
+        return LocatedNic(None, pci, named, nic.identity)
     return None
 
 
@@ -181,6 +183,7 @@ class DeviceBudget:
     providers: int
     source: str  # "sysfs" or why the maximum was charged
     dranet_attributes: tuple[str, ...] = ()
+    key: str = ""  # the device's stable identity: drops are recorded and logged under it
 
     def to_json(self) -> dict[str, object]:
         return {"dranet": self.dranet, "providers": self.providers, "source": self.source}
@@ -215,6 +218,7 @@ class AttributeBudget:
     def for_device(self, root: HostRoot, device: DeviceIdentifiers) -> DeviceBudget:
         nic = locate(root, device)
         names: tuple[str, ...] = ()
+        key = nic.identity if nic is not None and nic.identity else device.key()
         if nic is None:
             count, source = DRANET_MAX, "not found on the node: DRANET's maximum"
         else:
@@ -222,7 +226,7 @@ class AttributeBudget:
             count, source = len(names) + DRANET_CAPACITIES, "sysfs"
         if self.floor > count:
             count, source = self.floor, f"{source}; raised to {FLOOR_FLAG} {self.floor}"
-        return DeviceBudget(count, max(0, self.limit - count), source, names)
+        return DeviceBudget(count, max(0, self.limit - count), source, names, key)
 
     def fit(
         self,
@@ -241,19 +245,19 @@ class AttributeBudget:
             self._note_drops(plugin, device, dropped, budget)
         return kept
 
-    def dropped(self, device: DeviceIdentifiers) -> tuple[str, ...]:
-        """What was dropped for ``device`` at its last publication (for ``describe``)."""
+    def dropped(self, budget: DeviceBudget) -> tuple[str, ...]:
+        """What was dropped for the device at its last publication (for ``describe``)."""
         with self._lock:
-            return self._dropped.get(device.key(), ())
+            return self._dropped.get(budget.key, ())
 
-    def clear_drops(self, device: DeviceIdentifiers) -> None:
+    def clear_drops(self, budget: DeviceBudget) -> None:
         with self._lock:
-            self._dropped.pop(device.key(), None)
+            self._dropped.pop(budget.key, None)
 
     def _note_drops(
         self, plugin: str, device: DeviceIdentifiers, dropped: Iterable[str], budget: DeviceBudget
     ) -> None:
-        key = device.key()
+        key = budget.key
         fresh: list[str] = []
         with self._lock:
             self._dropped[key] = self._dropped.get(key, ()) + tuple(dropped)

@@ -171,6 +171,11 @@ def test_host_caps_keeps_best_ranked_and_logs_each_drop_once(
     report = host.attribute_budget(mlx)
     assert report["dranet"] == 24 and report["providers"] == 8
     assert "second.example.com/only" in report["dropped"]
+    # Another NIC that arrives under the same name is another device: drops are
+    # recorded by the resolved identity, never by the name alone.
+    stranger = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:99")
+    assert host.attribute_budget(stranger)["dropped"] == []
+    assert host.attribute_budget(stranger)["dranet"] == DRANET_MAX
 
 
 def test_describe_shows_the_budget(
@@ -189,3 +194,18 @@ def test_describe_shows_the_budget(
     main(["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none"])
     table = capsys.readouterr().out
     assert "BUDGET" in table and "0/8+24" in table
+
+
+def test_conformance_check_fails_a_host_without_the_budget(tmp_path: Path) -> None:
+    """The conformance check can fail: with the cap lifted, the chatty enricher
+    pushes the gVNIC (20 of DRANET's own) past 32."""
+    from dranet_cloud.testing.conformance import PluginConformance
+
+    host = budget_host(tmp_path)
+    suite = PluginConformance()
+    suite.plugin_name = "chatty"
+    suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)  # holds
+    host.budget = AttributeBudget(limit=64)  # what the host did before the budget
+    host._attr_cache.clear()
+    with pytest.raises(AssertionError, match=r"eth0/.* = 51 > 32"):
+        suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)

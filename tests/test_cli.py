@@ -127,7 +127,7 @@ def test_profile_without_provider_is_denied(
         ][:-2]
     )
     assert code == 0  # no profile in the (empty) user config: nothing to ask
-    config = json.dumps({"profile": "x", "interface": {"type": "ipvlan"}})
+    config = json.dumps({"profile": "x", "interface": {"type": "IPVLAN"}})
     res = run(
         "profile",
         "get",

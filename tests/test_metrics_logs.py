@@ -36,6 +36,8 @@ def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
     sock = tmp_path / "run" / "webhook.sock"
     (tmp_path / "run").mkdir()
     log = tmp_path / "serve.log"
+    live = tmp_path / "live-claims"
+    live.write_text("claim-a\n")
     argv = [
         *CLI,
         "serve",
@@ -49,8 +51,8 @@ def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "10.5.0.0/29",
         "--gc-interval",
         "1h",
-        "--gc-older-than",
-        "24h",
+        "--gc-live-claims",
+        str(live),
         "--log-format",
         "json",
     ]
@@ -147,7 +149,7 @@ def test_metrics_logs_and_health_of_a_running_server(served: dict[str, Any]) -> 
     start = next(d["msg"] for d in docs if "serve on" in d["msg"])
     for part in ("dranet-cloud 0.", "profile=none", "database=", "ipam.db", "10.5.0.0/29"):
         assert part in start, start
-    assert "gc=every 1h, older than 24h" in start
+    assert "gc=every 1h from live claims" in start
 
 
 class Flaky:

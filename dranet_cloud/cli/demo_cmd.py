@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
                 user = NetworkConfig.model_validate(
-                    {"profile": f"{name}-subinterface", "interface": {"type": "ipvlan"}}
+                    {"profile": f"{name}-subinterface", "interface": {"type": "IPVLAN"}}
                 )
                 a1 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
                 a2 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []

@@ -85,17 +85,25 @@ class MemoryStore:
 
         return scan
 
-    def _identities(self, owner: Owner) -> tuple[Owner, list[Owner]]:
+    def _identities(self, owner: Owner, *, strict: bool = True) -> tuple[Owner, list[Owner]]:
         """The owner new rows go under, and every owner holding this NIC's rows."""
         devices = self._by_claim.get((owner.pool, owner.claim_uid), set())
         held = {d: frozenset(self._keys.get(d, ())) for d in devices}
-        target, found = pick_identities(owner, held)
+        target, found = pick_identities(owner, held, strict=strict)
         main = Owner(owner.pool, target, owner.claim_uid, owner.all_keys)
         return main, [Owner(owner.pool, d, owner.claim_uid) for d in found]
 
     def _held(self, owners: Iterable[Owner]) -> list[Allocation]:
         out = [self._by_key[k] for o in owners for k in self._by_owner.get(o, {})]
         return sorted(out, key=_holder_order)
+
+    def _fill_claim(self, held: Iterable[Allocation], claim: ClaimReference | None) -> None:
+        """Record the claim's namespace/name on allocations made when only its UID was known."""
+        if claim is None or (claim.namespace is None and claim.name is None and not claim.pods):
+            return
+        for alloc in held:
+            if alloc.claim is None:
+                self._by_key[_key_of(alloc)] = replace(alloc, claim=claim)
 
     def _record(self, owner: Owner) -> None:
         if owner in self._by_owner:  # keys live only as long as rows do
@@ -180,6 +188,7 @@ class MemoryStore:
             for alloc in new:
                 self._add(alloc)
             self._record(main)
+            self._fill_claim(held, claim)
             return result
 
     def reserve(
@@ -203,11 +212,12 @@ class MemoryStore:
             for alloc in new:
                 self._add(alloc)
             self._record(main)
+            self._fill_claim(self._held(owners), claim)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
         with self._lock:
-            held = sorted(self._held(self._identities(owner)[1]), key=_key_of)
+            held = sorted(self._held(self._identities(owner, strict=False)[1]), key=_key_of)
             for alloc in held:
                 self._remove(alloc)
             return [a.address for a in held]
@@ -238,7 +248,8 @@ class MemoryStore:
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
         with self._lock:
-            return [self._with_keys(a) for a in self._held(self._identities(owner)[1])]
+            owners = self._identities(owner, strict=False)[1]
+            return [self._with_keys(a) for a in self._held(owners)]
 
     def list(self) -> list[Allocation]:
         with self._lock:

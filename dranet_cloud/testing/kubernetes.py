@@ -31,6 +31,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -122,6 +123,9 @@ class KubernetesEmulator:
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
+        # time.monotonic() of every cluster-wide ResourceClaim list's snapshot
+        # (its first page): tests count collection runs that began after an event.
+        self.claim_list_snapshots: list[float] = []
         self._tmpdir: str | None = None
         self.emulator = Emulator(
             self.handle,
@@ -432,6 +436,8 @@ class KubernetesEmulator:
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
+                if resource == CLAIMS and namespace is None:
+                    self.claim_list_snapshots.append(time.monotonic())
                 self._snapshots[snap_id] = snapshot
                 while len(self._snapshots) > MAX_SNAPSHOTS:
                     self._snapshots.popitem(last=False)

@@ -17,6 +17,7 @@ from dranet_cloud.settings import Setting
 from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -95,10 +96,11 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
 
-    return profile.profile_config(context, device, claim_uid, config)
+    return profile.profile_config(context, device, claim_uid, config, claim)
 
 
 @hookimpl

@@ -28,7 +28,7 @@ from dranet_cloud.testing import Emulator, HostRootBuilder
 
 BOND_BLOCK = ipaddress.IPv6Network("2408:4005:3cf:7e20:0:f:0:c00/124")
 BOND = DeviceIdentifiers(name="bond0", mac_address="00:16:3e:5d:01:a0")
-IPVLAN = NetworkConfig.model_validate({"interface": {"type": "ipvlan"}})
+IPVLAN = NetworkConfig.model_validate({"interface": {"type": "IPVLAN"}})
 
 
 def _addr(config: NetworkConfig) -> ipaddress.IPv6Address:
@@ -108,7 +108,7 @@ def test_profile_get_and_release_through_the_cli(
     first = get("claim-1")
     iface = first["interface"]
     assert isinstance(iface, dict)
-    assert iface["type"] == "ipvlan"
+    assert iface["type"] == "IPVLAN"
     (addr1,) = iface["addresses"]
     assert ipaddress.ip_interface(addr1).ip in BOND_BLOCK
     assert get("claim-1")["interface"] == iface  # a retry: same answer, nothing new
@@ -156,12 +156,40 @@ def test_release_frees_the_address_for_the_next_claim(bond_host: ProviderHost) -
     assert bond_host.release(BOND, "never-seen")
 
 
+def test_bond_answer_carries_policy_routing_like_dranets_provider(
+    bond_host: ProviderHost, bond_sample: SampleHost
+) -> None:
+    """The parent's IPv6 routes in its own table and a /128 source rule per address
+    (DRANET PR #312), and the final config passes DRANET's validation."""
+    final = bond_host.network_config(BOND, "routed-1")
+    assert final.profile == "alibaba-eflo-subinterface"
+    ifindex = int((bond_sample.root / "sys/class/net/bond0/ifindex").read_text())
+    table = 256 + ifindex
+    addr = _addr(final)
+    assert [r.to_wire() for r in final.routes or []] == [
+        {"destination": "2408:4005:3cf:7e20::/64", "scope": 253, "table": table},
+        {"destination": "::/0", "gateway": "fe80::1", "table": table},
+    ]
+    assert [r.to_wire() for r in final.rules or []] == [
+        {"priority": table, "source": f"{addr}/128", "table": table}
+    ]
+    # Routing the user (or cloud) decided is left alone; the old profile name still works.
+    user = NetworkConfig.model_validate(
+        {
+            "profile": "alibaba.dra.net/eflo",
+            "interface": {"vrf": {"name": "blue"}},
+        }
+    )
+    vrf = bond_host.network_config(BOND, "routed-2", user)
+    assert vrf.interface.addresses and not vrf.routes and not vrf.rules
+
+
 def test_static_addresses_are_reserved(bond_host: ProviderHost) -> None:
     static = str(BOND_BLOCK[5]) + "/128"
     user = NetworkConfig.model_validate({"interface": {"addresses": [static]}})
     final = bond_host.network_config(BOND, "static-1", user)
     assert final.interface.addresses == [static]
-    assert final.interface.type == "ipvlan"
+    assert final.interface.type == "IPVLAN"
     # Same claim again: same answer; another claim asking for it: 409.
     assert bond_host.network_config(BOND, "static-1", user).interface.addresses == [static]
     with pytest.raises(AddressConflict) as denied:
@@ -174,7 +202,9 @@ def test_static_addresses_are_reserved(bond_host: ProviderHost) -> None:
 
 
 def test_unnumbered_claim_allocates_nothing(bond_host: ProviderHost) -> None:
-    user = NetworkConfig.model_validate({"interface": {"type": "ipvlan", "unnumbered": True}})
+    user = NetworkConfig.model_validate(
+        {"interface": {"type": "IPVLAN", "addressing": "Unnumbered"}}
+    )
     final = bond_host.network_config(BOND, "bare", user)
     assert final.interface.addresses is None
     assert bond_host.context.ipam.list() == []

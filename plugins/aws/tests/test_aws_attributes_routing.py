@@ -20,7 +20,8 @@ from dranet_cloud_aws.snapshot import AwsInstance, Eni
 
 from dranet_cloud.attributes import attribute_name_problem, attribute_value_problem
 from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import DeviceIdentifiers, validate_network_config
+from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.validation import validate_network_config
 
 D = "aws.dra.net/"
 
@@ -157,7 +158,7 @@ def test_prefix_eni_gets_rules_for_every_address_and_prefix(instance: AwsInstanc
     assert routes == {
         ("10.0.32.0/20", None, 253, 101),
         ("0.0.0.0/0", "10.0.32.1", None, 101),
-        ("2600:1f16:8c2:1a20::/64", None, None, 101),
+        ("2600:1f16:8c2:1a20::/64", None, 253, 101),
         ("::/0", "2600:1f16:8c2:1a20::1", None, 101),
     }
     sources = {r.source for r in cfg.rules or []}

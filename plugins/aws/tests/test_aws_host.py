@@ -15,6 +15,7 @@ from dranet_cloud_aws.emulator import build_emulator, imds_tree
 
 from dranet_cloud.cli.main import main
 from dranet_cloud.context import ProviderOptions, SampleHost
+from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, open_store
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
@@ -174,7 +175,7 @@ def test_hot_attached_eni_is_found_on_the_next_describe_of_its_mac(
         assert cfg is not None
         assert {r.source for r in cfg.rules or []} == {"10.0.80.7/32", "10.0.80.8/32"}
         # The new ENI's secondary address serves a claim at once.
-        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "ipvlan"}})
+        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "IPVLAN"}})
         final = host.network_config(dev, "hot-1", claim)
         assert final.interface.addresses == ["10.0.80.8/32"]
     finally:
@@ -197,7 +198,7 @@ def test_profile_get_repeat_release_through_the_cli(
         monkeypatch.setenv(key, value)
     db = tmp_path / "ipam.db"
     config = tmp_path / "claim.json"
-    config.write_text(json.dumps({"profile": "aws-ipvlan", "interface": {"type": "ipvlan"}}))
+    config.write_text(json.dumps({"profile": "aws-ipvlan", "interface": {"type": "IPVLAN"}}))
     common = [
         "--host-root",
         str(aws_sample.root),
@@ -263,14 +264,19 @@ def test_dhcp_claim_through_the_host_holds_no_address(
     )
     host.start()
     try:
-        claim = NetworkConfig.model_validate(
-            {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+        # DRANET rejects DHCP on an IPVLAN child: denied before the profile is asked.
+        ipvlan_dhcp = NetworkConfig.model_validate(
+            {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
         )
+        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"dhcp": True}})
         devices = [d for d in host.context.host_root.net_devices() if d.mac is not None]
         assert devices
         for dev in devices:
+            with pytest.raises(ProfileDenied, match="dhcp-on-subinterface"):
+                host.network_config(dev, "dhcp-0", ipvlan_dhcp)
             final = host.network_config(dev, "dhcp-1", claim)
-            assert final.interface.dhcp is True and not final.interface.addresses
+            assert final.interface.addressing == "DHCP" and not final.interface.addresses
+            assert final.interface.dhcp is None  # written as gen2 only
         assert host.context.ipam.list() == []
     finally:
         host.close()

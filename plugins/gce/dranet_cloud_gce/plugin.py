@@ -20,6 +20,7 @@ from dranet_cloud.settings import Setting
 from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -93,12 +94,13 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
     from .instance import GceInstance
 
     ours = instance if isinstance(instance, GceInstance) else None
-    return profile.profile_config(context, ours, device, claim_uid, config)
+    return profile.profile_config(context, ours, device, claim_uid, config, claim)
 
 
 @hookimpl

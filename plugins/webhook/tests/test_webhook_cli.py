@@ -18,7 +18,7 @@ import pytest
 
 from dranet_cloud.plugins import PluginRegistry
 
-IPVLAN = json.dumps({"profile": "ipam", "interface": {"type": "ipvlan"}})
+IPVLAN = json.dumps({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
 
 def listen_arg(transport: str, short_dir: Path) -> str:
@@ -76,7 +76,7 @@ def test_profile_get_prints_the_webhooks_addresses(
     assert result.code == 0, result.stderr
     final = result.json()
     assert final["interface"]["addresses"] == ["10.99.0.2/32", "fd00:99::2/128"]
-    assert final["interface"]["type"] == "ipvlan" and final["profile"] == "ipam"
+    assert final["interface"]["type"] == "IPVLAN" and final["profile"] == "ipam"
     # A kubelet retry (a new process) gets the same addresses from the webhook.
     assert cli(*args, stdin=IPVLAN).json() == final
     released = cli(
@@ -181,7 +181,7 @@ def test_409_exits_4_with_the_servers_message(
         "--ipam-memory", "-o", "json",
     )  # fmt: skip
     wanted = json.dumps(
-        {"profile": "ipam", "interface": {"type": "ipvlan", "addresses": ["10.99.0.77/32"]}}
+        {"profile": "ipam", "interface": {"type": "IPVLAN", "addresses": ["10.99.0.77/32"]}}
     )
     first = cli(*base, "--device", "eth1", "--claim-uid", "claim-a", stdin=wanted)
     assert first.code == 0, first.stderr
@@ -189,7 +189,7 @@ def test_409_exits_4_with_the_servers_message(
     clash = cli(*base, "--device", "eth2", "--claim-uid", "claim-b", stdin=wanted)
     assert clash.code == 4
     assert "HTTP 409" in clash.stderr
-    assert "static address 10.99.0.77/32 is already used by claim claim-a on eth1" in clash.stderr
+    assert "static address 10.99.0.77/32 is already used by claim claim-a on mac:" in clash.stderr
 
 
 @pytest.mark.parametrize(("status", "code"), [(409, 4), (400, 4), (500, 5), (503, 5)])
@@ -308,3 +308,32 @@ def test_explicit_profile_webhook_without_profile_role_fails_even_when_auto_dete
                  "--host-root", str(sample_root))  # fmt: skip
     assert result.code == 3, result.stdout + result.stderr
     assert "requested explicitly for the profile role" in result.stderr and url in result.stderr
+
+
+def test_profile_get_with_a_kubectl_claim_sends_claim_and_claim_uid(
+    cli: Any, serve: Any, sample_root: Path, tmp_path: Path
+) -> None:
+    """``--claim -`` (``kubectl get resourceclaim -o json | ...``) reaches the peer as
+    a gen2 ``claim`` beside the gen1 ``claim_uid``; a gen1-spelled config goes out gen2."""
+    from dranet_cloud.testing.dranet_wire import go_shape_problems, resource_claim
+
+    server = serve()
+    claim = resource_claim("uid-k", namespace="ml", name="nic", pods=(("job-0", "pod-k"),))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"profile": "ipam", "interface": {"type": "ipvlan"}}))
+    result = cli(
+        "profile", "get", "--cloud-provider-hint", "none", "--profile-provider", "webhook",
+        "--webhook-url", server.url, "--host-root", str(sample_root), "--device", "eth1",
+        "--claim", "-", "--config", str(config), "--ipam-memory", "-o", "json",
+        stdin=json.dumps(claim),
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert go_shape_problems(result.json()) == []
+    (sent,) = [body for path, body in server.webhook.requests if path == "/GetProfileConfig"]
+    assert sent["claim_uid"] == "uid-k"
+    assert sent["claim"]["metadata"] == {"uid": "uid-k", "namespace": "ml", "name": "nic"}
+    assert sent["claim"]["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "job-0", "uid": "pod-k"}
+    ]
+    assert sent["config"]["interface"]["type"] == "IPVLAN"
+    assert go_shape_problems(sent["config"]) == []
