@@ -63,6 +63,7 @@ from .middleware import (
     claim_uid_of,
     has_unpaired_surrogate,
     printable,
+    read_capped_body,
 )
 
 log = logging.getLogger(__name__)
@@ -316,34 +317,6 @@ class ByodpApp:
             return text_reply(503, f"unhealthy: {problem}")
         return 200, self._health_body, _JSON
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or ``None`` when it passes the cap."""
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    if int(value) > self.max_body_bytes:
-                        return None
-                except ValueError:
-                    pass
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if not message.get("more_body", False):
-            return body if len(body) <= self.max_body_bytes else None
-        chunks = [body]
-        size = len(body)
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break  # client went away
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.docs(scope, receive, send)
@@ -359,7 +332,7 @@ class ByodpApp:
             if route is None or method != route.method:
                 await self.docs(scope, receive, send)
                 return
-            body = await self._read_body(scope, receive)
+            body = await read_capped_body(scope, receive, self.max_body_bytes)
             if body is None:
                 reply = text_reply(
                     413,
