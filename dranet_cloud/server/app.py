@@ -299,11 +299,16 @@ class ByodpApp:
             return self._pool
 
     def close(self) -> None:
-        """Stop the worker pool once the running jobs are done."""
+        """Stop the worker pool: queued jobs are dropped, running ones end on their own.
+
+        uvicorn's graceful shutdown already waited for requests in flight (up
+        to --shutdown-timeout); a job still running after that must not hold
+        the clean-up (socket removal, store close) hostage.
+        """
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _open_store_health(self) -> str | None:
         store = self.host.context.ipam_if_open
