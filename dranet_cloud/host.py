@@ -416,6 +416,7 @@ class ProviderHost:
 
     def attribute_budget(self, device: DeviceIdentifiers) -> dict[str, Any]:
         """DRANET's count, the providers' budget and what was dropped, for ``describe``."""
+        _key, device = self._resolved(device)  # drops are recorded under the resolved NIC
         budget: DeviceBudget = self.budget.for_device(self.context.host_root, device)
         return {**budget.to_json(), "dropped": list(self.budget.dropped(budget))}
 

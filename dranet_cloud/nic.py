@@ -455,6 +455,16 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
         return described_nic(device)
     nic = _from_netdev(host_root, chosen, given)
     _check_name(nic, ifnames, devs, how)
+    if mac is not None and how != "MAC":
+        _conflicts.warn(
+            ("mac", mac, nic.identity),
+            "device %s: no NIC on this node has MAC %s; answering for NIC %s, matched by %s "
+            "(its MAC changed, or the identifiers are stale)",
+            device.label(),
+            mac,
+            nic.label(),
+            how,
+        )
     if pci is not None and nic.pci_address != pci:
         _conflicts.warn(
             ("pci", device.label(), nic.identity),

@@ -395,6 +395,47 @@ def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
     assert not freed & live
 
 
+def test_gc_kubernetes_with_gen2_claims_checks_each_name(
+    tmp_path: Path, servers: list[ServeProcess]
+) -> None:
+    """gen2 DRANET sends the ResourceClaim: the collector GETs each by namespace/name."""
+    with KubernetesEmulator() as kube:
+        server = ServeProcess(
+            tmp_path,
+            "--gc-interval",
+            "0.2s",
+            "--gc-kubernetes",
+            "--kubeconfig",
+            str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
+            "--gc-grace",
+            "0s",
+        )
+        servers.append(server)
+        client = server.client()
+        uids = {}
+        for name in ("a", "b", "c"):
+            claim = kube.add_claim("team", name, pods=[(f"{name}-0", f"p-{name}")])
+            uids[name] = claim["metadata"]["uid"]
+            body = {
+                "device": {"mac_address": "0c:42:a1:00:00:11", "name": "eth1"},
+                "claim": claim,
+                "config": {"profile": "local-ipam", "interface": {}},
+            }
+            assert client.post("/GetProfileConfig", body).status_code == 200
+        listed = cli("ipam", "list", "--ipam-db", str(server.db), "-o", "json")
+        rows = {x["claim_uid"]: x for x in json.loads(listed.stdout)}
+        assert rows[uids["a"]]["claim"] == "team/a" and rows[uids["a"]]["pods"] == ["a-0"]
+        kube.delete_claim("team", "b")
+        kube.delete_claim("team", "c")
+        kube.add_claim("team", "c")  # same name, new UID
+        wait_until(lambda: listed_claims(server.db) == [uids["a"]], "b and the old c freed")
+        client.close()
+        assert server.terminate() == 0
+        paths = {r.path for r in kube.emulator.requests()}
+    assert paths == {f"/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/{n}" for n in "abc"}
+    assert "ipam gc freed" in server.stderr() and "(claim team/b (uid" in server.stderr()
+
+
 def test_socket_mode_and_removal_on_sigterm(tmp_path: Path, servers: list[ServeProcess]) -> None:
     server = ServeProcess(tmp_path)
     servers.append(server)

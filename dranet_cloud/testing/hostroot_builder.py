@@ -35,6 +35,7 @@ class _Nic:
     driver: str | None
     bond_mode: str | None
     ifindex: int
+    slave_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,12 @@ class HostRootBuilder:
         pci: str | None = None,
         driver: str | None = None,
         bond_mode: str | None = None,
+        slave_of: str | None = None,
     ) -> HostRootBuilder:
         """A NIC in ``/sys/class/net``; ``pci`` makes it a PCI device, ``driver``
-        binds one, ``bond_mode`` (``"802.3ad"``) makes it a bond."""
+        binds one, ``bond_mode`` (``"802.3ad"``) makes it a bond, ``slave_of``
+        enslaves it to that bond: as in the kernel, its ``address`` then shows
+        the bond's MAC and ``bonding_slave/perm_hwaddr`` its own."""
         if len(name) > 15 or "/" in name or not name:
             raise ValueError(f"interface name {name!r} is not a valid Linux name")
         if mac is not None:
@@ -114,7 +118,7 @@ class HostRootBuilder:
             pci = _check_pci(pci)
             self._pci_devices[pci] = driver or self._pci_devices.get(pci)
         ifindex = self._nics[name].ifindex if name in self._nics else len(self._nics) + 2
-        self._nics[name] = _Nic(name, mac, mtu, pci, driver, bond_mode, ifindex)
+        self._nics[name] = _Nic(name, mac, mtu, pci, driver, bond_mode, ifindex, slave_of)
         return self
 
     def pci_device(self, pci: str, driver: str | None = None) -> HostRootBuilder:
@@ -187,8 +191,18 @@ class HostRootBuilder:
     def _nic(self, nic: _Nic) -> None:
         base = f"sys/class/net/{nic.name}"
         self._dir(base)
-        if nic.mac is not None:
-            self._write(f"{base}/address", nic.mac + "\n")
+        mac = nic.mac
+        if nic.slave_of is not None:
+            bond = self._nics.get(nic.slave_of)
+            if bond is None:
+                raise ValueError(f"nic {nic.name}: bond {nic.slave_of} is not defined")
+            self._dir(f"sys/class/net/{bond.name}")
+            self._link(f"{base}/master", f"sys/class/net/{bond.name}")
+            if nic.mac is not None:
+                self._write(f"{base}/bonding_slave/perm_hwaddr", nic.mac + "\n")
+            mac = bond.mac
+        if mac is not None:
+            self._write(f"{base}/address", mac + "\n")
         if nic.mtu is not None:
             self._write(f"{base}/mtu", f"{nic.mtu}\n")
         self._write(f"{base}/ifindex", f"{nic.ifindex}\n")

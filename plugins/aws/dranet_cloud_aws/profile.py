@@ -16,7 +16,8 @@ tried one range at a time, because the node's IPAM takes at most one range
 per family per call.  An ENI with neither prefixes nor secondary addresses
 is denied with a message telling the operator to assign a prefix to it.
 
-Owners are ``Owner("aws", device.key(), claim_uid)``, so a kubelet retry of
+Owners are the claim on the NIC's stable identity (``subinterface_owner``:
+MAC, else PCI address, else name), so a kubelet retry of
 the same claim gets the same addresses and release frees by owner.  The
 claim rules (IPVLAN only, nothing for Unnumbered or DHCP claims, static
 addresses reserved and echoed as written) are the core's

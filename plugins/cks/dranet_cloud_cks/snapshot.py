@@ -10,6 +10,7 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.nic import resolve_nic
 from dranet_cloud.snapshot import InstanceSnapshot
 
 from . import labels as L
@@ -23,13 +24,17 @@ class CksInstance(InstanceSnapshot):
     rdma_by_pci: dict[str, str] = Field(default_factory=dict)  # normalized PCI -> RDMA device
 
     def rdma_device(self, context: ProviderContext, device: DeviceIdentifiers) -> str | None:
-        """The device's RDMA device: by its PCI function, else an ``ibp*`` interface name."""
-        pci = device.pci_address
-        if not pci and device.name:
-            pci = context.host_root.pci_address(device.name)
+        """The device's RDMA device: by its PCI function, else an ``ibp*`` interface name.
+
+        The NIC is resolved by MAC, then PCI address, then name, so a gen1 DRA
+        device name (``pci-0000-1a-00-0``) and a PCI-only device find it too.
+        """
+        nic = resolve_nic(context.host_root, device)
+        pci = nic.pci_address
         found = self.rdma_by_pci.get(L.normalize_pci(pci)) if pci else None
-        if found is None and device.name.startswith(L.IB_NAME_PREFIX):
-            found = device.name
+        ifname = nic.ifname or ""
+        if found is None and ifname.startswith(L.IB_NAME_PREFIX):
+            found = ifname
         return found
 
     def device_attributes(

@@ -156,15 +156,15 @@ class ExampleWebhook:
         return _json(200, {"cloudProvider": b.cloud, "profileProvider": b.profile})
 
     def _attributes(self, doc: Any) -> Answer:
-        device = _device(doc)
-        if device is None:
-            return _text(400, "example webhook: body is not DeviceIdentifiers (name required)")
+        if _device_key(doc) is None:
+            return _text(400, _NOT_A_DEVICE)
         attrs: dict[str, Any] = {
             "example.com/rack": {"string": self.behaviour.rack},
-            "example.com/nicName": {"string": device["name"]},
             "example.com/linkSpeedGbps": {"int": 200},
             "example.com/rdma": {"bool": True},
         }
+        if doc.get("name"):  # empty for a PCI function with no netdev (EFA)
+            attrs["example.com/nicName"] = {"string": doc["name"]}
         if self.behaviour.hyphen_attr:
             attrs["dra.net/webhook-attr"] = {"string": "set-by-webhook"}
         if self.behaviour.bad_attr_value:
@@ -172,8 +172,8 @@ class ExampleWebhook:
         return _json(200, attrs)
 
     def _device_config(self, doc: Any) -> Answer:
-        if _device(doc) is None:
-            return _text(400, "example webhook: body is not DeviceIdentifiers (name required)")
+        if _device_key(doc) is None:
+            return _text(400, _NOT_A_DEVICE)
         return _json(200, {"interface": {"mtu": self.behaviour.mtu}})
 
     def _profile(self, doc: Any) -> Answer:
@@ -265,9 +265,22 @@ class ExampleWebhook:
             return {k: list(v) for k, v in self._allocations.items()}
 
 
-def _device(doc: Any) -> dict[str, Any] | None:
-    if isinstance(doc, dict) and isinstance(doc.get("name"), str) and doc["name"]:
-        return doc
+_NOT_A_DEVICE = (
+    "example webhook: body is not DeviceIdentifiers (a mac_address, pci_address or name "
+    "is required)"
+)
+
+
+def _device_key(doc: Any) -> str | None:
+    """MAC, else PCI address, else name: DRANET's name for a NIC changes between
+    generations and calls (and is empty for a device with no netdev), so it
+    is the last thing to key allocations by."""
+    if not isinstance(doc, dict):
+        return None
+    for key, prefix in (("mac_address", "mac:"), ("pci_address", "pci:"), ("name", "name:")):
+        value = doc.get(key)
+        if isinstance(value, str) and value.strip():
+            return prefix + value.strip().lower()
     return None
 
 
@@ -297,16 +310,15 @@ def _claim_uid(doc: dict[str, Any]) -> str | Answer:
 def _profile_request(doc: Any) -> tuple[str, str, dict[str, Any]] | Answer:
     if not isinstance(doc, dict):
         return _text(400, "example webhook: body must be a JSON object")
-    device = _device(doc.get("device"))
-    if device is None:
-        return _text(400, "example webhook: device.name is required")
+    key = _device_key(doc.get("device"))
+    if key is None:
+        return _text(400, _NOT_A_DEVICE)
     claim = _claim_uid(doc)
     if isinstance(claim, Answer):
         return claim
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         return _text(400, "example webhook: config must be a NetworkConfig object")
-    key = device["name"] or device.get("mac_address") or device.get("pci_address") or ""
     return key, claim, config
 
 

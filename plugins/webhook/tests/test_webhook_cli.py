@@ -189,7 +189,7 @@ def test_409_exits_4_with_the_servers_message(
     clash = cli(*base, "--device", "eth2", "--claim-uid", "claim-b", stdin=wanted)
     assert clash.code == 4
     assert "HTTP 409" in clash.stderr
-    assert "static address 10.99.0.77/32 is already used by claim claim-a on eth1" in clash.stderr
+    assert "static address 10.99.0.77/32 is already used by claim claim-a on mac:" in clash.stderr
 
 
 @pytest.mark.parametrize(("status", "code"), [(409, 4), (400, 4), (500, 5), (503, 5)])
