@@ -113,12 +113,17 @@ def run(args: argparse.Namespace) -> int:
                 f"described {len(devices)} NICs",
                 "\n".join(lines),
                 described,
-                # Every NIC gets attributes; a bond member or a NIC the
-                # metadata does not know may rightly have no config.
-                ok=bool(devices) and any(d["config"] for d in described),
+                # A bond member or a NIC the metadata does not know may rightly
+                # have no config, and some clouds (OCI) publish attributes only.
+                ok=bool(devices) and any(d["config"] or d["attributes"] for d in described),
             )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
-            if claim_dev is None:
+            if sample.claim_device is None and "profile" not in reg.roles(name):
+                report.step(
+                    "no claim to prepare",
+                    f"{name} has no profile role: it publishes facts, it allocates nothing",
+                )
+            elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
                 user = NetworkConfig.model_validate(
