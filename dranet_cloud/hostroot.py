@@ -127,6 +127,17 @@ class HostRoot:
             self._dmi[field] = self.read_text(f"/sys/class/dmi/id/{field}")
         return self._dmi[field]
 
+    def dmi_evidence(self, field: str, expected: str) -> str | None:
+        """``"DMI <field>=<expected>"`` when the field reads exactly that, else ``None``.
+
+        The form every plugin's local evidence takes, so detection output
+        reads the same whichever cloud recognised the node.
+        """
+        value = self.dmi(field)
+        if value is not None and value.strip() == expected:
+            return f"DMI {field}={expected}"
+        return None
+
     # --- network devices -------------------------------------------------------
 
     def net_devices(self) -> list[DeviceIdentifiers]:

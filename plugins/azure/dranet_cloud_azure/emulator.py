@@ -32,7 +32,6 @@ from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import (
     MISSING,
     Emulator,
-    Faults,
     Request,
     Response,
     render_leaf,
@@ -115,16 +114,15 @@ class ImdsHandler:
 def build_emulator(
     fixture: Path | None = None, listen: str = "127.0.0.1:0", faults: str | None = None
 ) -> Emulator:
-    """The emulator (not started); its ``env`` points this plugin at it."""
+    """The emulator (not started); its ``env`` points this plugin at it.
+
+    ``faults`` is the emulator kit's spec string (``ValueError`` when bad).
+    """
     document = load_fixture(fixture)
-    try:
-        parsed = Faults.parse(faults)
-    except ValueError as exc:
-        raise ConfigError(f"{PLUGIN}: bad emulator fault spec {faults!r}: {exc}") from exc
     return Emulator(
         ImdsHandler(document),
         name=PLUGIN,
         listen=listen,
-        faults=parsed,
+        faults=faults,  # a bad spec is a ValueError, a usage error in the CLI
         env_for=lambda url: {ENDPOINT_ENV: url},
     )

@@ -133,7 +133,7 @@ def device_config(
             local.partner,
         )
         return None
-    nic = instance.nic_for_mac(device.mac_address or (local.mac if local else None))
+    nic = instance.nic_for_mac(device.mac or (local.mac if local else None))
     if nic is None:
         return None
     return nic_config(host_root, nic, local.name if local is not None else device.name)

@@ -63,14 +63,8 @@ class AzureInstance(InstanceSnapshot):
         return frozenset(nic.mac for nic in self.interfaces)
 
     def nic_for_mac(self, mac: str | None) -> AzureNic | None:
-        """The IMDS NIC with this MAC (any spelling), the first one if listed twice."""
-        if not mac:
-            return None
-        try:
-            wanted = normalize_mac(mac)
-        except ValueError:
-            return None
-        return next((nic for nic in self.interfaces if nic.mac == wanted), None)
+        """The IMDS NIC with this normalized MAC, the first one if listed twice."""
+        return next((nic for nic in self.interfaces if mac and nic.mac == mac), None)
 
 
 def _text(value: Any) -> str:

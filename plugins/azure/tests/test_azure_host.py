@@ -10,8 +10,6 @@ the network.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,9 +20,8 @@ from dranet_cloud_azure.sample_hosts import ETH0, IB_NICS, VF
 from dranet_cloud.context import SampleHost
 from dranet_cloud.models import NetworkConfig, validate_network_config
 from dranet_cloud.testing import Emulator
-from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.testing.cli import describe_json, emulate_process, run_cli
 
-EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 D = "azure.dra.net/"
 
 DRANET_ATTRIBUTES = {
@@ -48,21 +45,8 @@ DRANET_ETH0_CONFIG = {
 }
 
 
-def cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EXE, *args],
-        capture_output=True,
-        text=True,
-        env={**isolated_environ(), **env},
-        timeout=timeout,
-    )
-
-
 def describe(emu: Emulator, root: Path, *extra: str) -> dict[str, Any]:
-    res = cli("describe", "--host-root", str(root), "-o", "json", *extra, env=emu.env)
-    assert res.returncode == 0, res.stderr
-    data: dict[str, Any] = json.loads(res.stdout)
-    return data
+    return describe_json(emu.env, root, *extra)
 
 
 def test_describe_gives_dranets_attributes_and_routing(
@@ -108,7 +92,7 @@ def test_explicit_hint_with_imds_down_exits_3_within_the_deadline(
     emu.stop()  # nothing listens on this loopback port any more
     env = {"DRANET_CLOUD_AZURE_METADATA_ENDPOINT": url}
     started = time.monotonic()
-    res = cli(
+    res = run_cli(
         "describe",
         "--host-root",
         str(azure_sample.root),
@@ -132,7 +116,7 @@ def test_auto_detection_on_a_non_azure_node_does_no_network_io(
     (root / "sys/class/dmi/id").mkdir(parents=True)
     (root / "sys/class/dmi/id/chassis_asset_tag").write_text("Default string\n")
     (root / "sys/class/dmi/id/sys_vendor").write_text("Supermicro\n")
-    res = cli("detect", "--host-root", str(root), "-o", "json", env=azure_emulator.env)
+    res = run_cli("detect", "--host-root", str(root), "-o", "json", env=azure_emulator.env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["provider"] == "none"
     assert azure_emulator.log == []  # the emulator was reachable, and never asked
@@ -145,31 +129,11 @@ def test_emulate_command_with_an_operators_fixture(
     azure_document["compute"]["interconnectGroupId"] = ""
     fixture = tmp_path / "node.json"
     fixture.write_text(json.dumps(azure_document))
-    proc = subprocess.Popen(
-        [*EXE, "emulate", "azure", "--fixture", str(fixture)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=isolated_environ(),
-    )
-    try:
-        assert proc.stdout is not None
-        ready = json.loads(proc.stdout.readline())
+    with emulate_process("azure", "--fixture", str(fixture)) as ready:
         assert ready["env"] == {"DRANET_CLOUD_AZURE_METADATA_ENDPOINT": ready["url"]}
-        res = cli(
-            "describe",
-            "--host-root",
-            str(azure_sample.root),
-            "-o",
-            "json",
-            "--device",
-            f"name={ETH0},mac=00:0d:3a:4f:2b:1c",
-            env=ready["env"],
+        data = describe_json(
+            ready["env"], azure_sample.root, "--device", f"name={ETH0},mac=00:0d:3a:4f:2b:1c"
         )
-        assert res.returncode == 0, res.stderr
-        attrs = json.loads(res.stdout)["devices"][0]["attributes"]
-        assert attrs[D + "vmSize"] == {"string": "Standard_ND96amsr_A100_v4"}
-        assert D + "interconnectGroupId" not in attrs  # empty in IMDS: omitted, as DRANET
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    attrs = data["devices"][0]["attributes"]
+    assert attrs[D + "vmSize"] == {"string": "Standard_ND96amsr_A100_v4"}
+    assert D + "interconnectGroupId" not in attrs  # empty in IMDS: omitted, as DRANET

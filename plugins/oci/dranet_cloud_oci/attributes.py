@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers, normalize_mac
+from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from .constants import (
     GPU_MEMORY_FABRIC_ID,
@@ -54,10 +54,7 @@ def topology_attributes(instance: OciInstance) -> AttributeMap:
 def device_mac(host_root: HostRoot, device: DeviceIdentifiers) -> str | None:
     """The device's MAC as given, else the local NIC's with the same PCI address."""
     if device.mac_address:
-        try:
-            return normalize_mac(device.mac_address)
-        except ValueError:
-            return None
+        return device.mac
     if device.pci_address:
         pci = device.pci_address.lower()
         for nic in host_root.net_devices():

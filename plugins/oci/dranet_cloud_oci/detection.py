@@ -22,10 +22,7 @@ log = logging.getLogger(__name__)
 
 def local_evidence(host_root: HostRoot) -> str | None:
     """``DMI chassis_asset_tag=OracleCloud.com`` when DMI says so, else ``None``."""
-    tag = host_root.dmi("chassis_asset_tag")
-    if tag is not None and tag.strip() == DMI_CHASSIS_ASSET_TAG:
-        return f"DMI chassis_asset_tag={DMI_CHASSIS_ASSET_TAG}"
-    return None
+    return host_root.dmi_evidence("chassis_asset_tag", DMI_CHASSIS_ASSET_TAG)
 
 
 def confirm(env: Mapping[str, str], timeout: float) -> str | None:

@@ -85,13 +85,8 @@ class OciInstance(InstanceSnapshot):
         return frozenset(v.mac for v in self.vnics)
 
     def vnic_for_mac(self, mac: str | None) -> OciVnic | None:
-        if not mac:
-            return None
-        try:
-            wanted = normalize_mac(mac)
-        except ValueError:
-            return None
-        return next((v for v in self.vnics if v.mac == wanted), None)
+        """The VNIC with this normalized MAC, the first one if listed twice."""
+        return next((v for v in self.vnics if mac and v.mac == mac), None)
 
 
 def _text(value: Any) -> str:

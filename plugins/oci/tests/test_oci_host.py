@@ -11,8 +11,6 @@ the network.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +21,8 @@ from dranet_cloud_oci.sample_hosts import ETH0, RDMA_NICS
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator
-from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.testing.cli import describe_json, emulate_process, run_cli
 
-EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 D = "oke.dra.net/"
 
 # What DRANET's OKE provider publishes for the fixture: the suffix after the
@@ -46,21 +43,8 @@ VNIC_ATTRIBUTES = {
 }
 
 
-def cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EXE, *args],
-        capture_output=True,
-        text=True,
-        env={**isolated_environ(), **env},
-        timeout=timeout,
-    )
-
-
 def describe(emu: Emulator, root: Path, *extra: str) -> dict[str, Any]:
-    res = cli("describe", "--host-root", str(root), "-o", "json", *extra, env=emu.env)
-    assert res.returncode == 0, res.stderr
-    data: dict[str, Any] = json.loads(res.stdout)
-    return data
+    return describe_json(emu.env, root, *extra)
 
 
 @pytest.mark.parametrize("hint", ["OKE", ""])
@@ -106,7 +90,7 @@ def test_explicit_oke_hint_with_imds_down_exits_3_within_the_deadline(
     url = emu.url
     emu.stop()  # nothing listens on this loopback port any more
     started = time.monotonic()
-    res = cli(
+    res = run_cli(
         "describe",
         "--host-root",
         str(oci_sample.root),
@@ -129,7 +113,7 @@ def test_auto_detection_on_a_non_oci_node_does_no_network_io(
     root = tmp_path / "bare-metal"
     (root / "sys/class/dmi/id").mkdir(parents=True)
     (root / "sys/class/dmi/id/chassis_asset_tag").write_text("To Be Filled By O.E.M.\n")
-    res = cli("detect", "--host-root", str(root), "-o", "json", env=oci_emulator.env)
+    res = run_cli("detect", "--host-root", str(root), "-o", "json", env=oci_emulator.env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["provider"] == "none"
     assert oci_emulator.log == []
@@ -142,18 +126,9 @@ def test_emulate_command_serves_an_operators_fixture_without_topology(
     del oci_documents["host"]["rdmaTopologyData"]
     fixture = tmp_path / "node.json"
     fixture.write_text(json.dumps(oci_documents))
-    proc = subprocess.Popen(
-        [*EXE, "emulate", "oci", "--fixture", str(fixture)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=isolated_environ(),
-    )
-    try:
-        assert proc.stdout is not None
-        ready = json.loads(proc.stdout.readline())
+    with emulate_process("oci", "--fixture", str(fixture)) as ready:
         assert ready["env"] == {"DRANET_CLOUD_OCI_METADATA_ENDPOINT": ready["url"]}
-        res = cli(
+        res = run_cli(
             "describe",
             "--host-root",
             str(oci_sample.root),
@@ -163,10 +138,7 @@ def test_emulate_command_serves_an_operators_fixture_without_topology(
             "rdma0",
             env=ready["env"],
         )
-        assert res.returncode == 0, res.stderr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["devices"][0]["attributes"] == {
         D + "networkBlockId": DRANET_ATTRIBUTES[D + "networkBlockId"],
