@@ -24,6 +24,7 @@ import pluggy
 if TYPE_CHECKING:
     from .context import InstanceSnapshot, ProviderContext, SampleHost
     from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from .settings import Setting
     from .testing.emulator import Emulator
 
 PROJECT = "dranet_cloud"
@@ -57,6 +58,21 @@ def provider_aliases() -> list[str] | None:
     Called once by the host when it resolves a name.  DRANET spells some
     providers differently from their plugin names (``ALIBABA`` for
     ``aliyun``); matching is case-insensitive.  ``None``: no aliases.
+    """
+
+
+@hookspec(firstresult=True)
+def plugin_settings() -> list[Setting] | None:
+    """The ``--set`` keys this plugin reads, with their types.
+
+    Called by the CLI before the host starts, for every ``--set NAME.KEY=V``
+    whose ``NAME`` is this plugin.  Return :class:`dranet_cloud.settings.Setting`
+    entries (``Setting("allow_imdsv1", "bool", "accept IMDSv1")``) without the
+    ``NAME.`` prefix; ``[]`` means "no settings", so any key is refused.  An
+    unknown key or a value that does not parse as its ``kind`` exits 2 and
+    names the valid keys.  Not implementing the hook lets every key through
+    unchecked (with a warning), which only suits plugins older than the hook.
+    The plugin still reads values as strings from ``context.options.setting``.
     """
 
 

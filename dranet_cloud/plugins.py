@@ -60,9 +60,9 @@ class PluginRegistry:
             self.load_entry_points()
 
     def load_entry_points(self) -> None:
-        from importlib.metadata import entry_points
+        from .entrypoints import plugin_entry_points
 
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for ep in plugin_entry_points(ENTRY_POINT_GROUP):
             if self.pm.has_plugin(ep.name):
                 continue
             try:
@@ -71,8 +71,7 @@ class PluginRegistry:
                 log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
                 continue
             self.pm.register(module, name=ep.name)
-            dist = ep.dist
-            self._dist[ep.name] = (dist.name, dist.version) if dist else ("?", "?")
+            self._dist[ep.name] = (ep.distribution, ep.version)
 
     def register(
         self,
@@ -121,11 +120,21 @@ class PluginRegistry:
             return None
         name = self.aliases().get(key, key)
         if self.pm.get_plugin(name) is None:
+            from .settings import did_you_mean
+
             installed = ", ".join(self.names()) or "no plugins"
-            fix = f"pip install dranet-cloud-{name}" if name.isidentifier() else "check the name"
+            # Suggest only names that exist: a close installed name or alias,
+            # else installing the plugin's own distribution (never a guessed
+            # package name, which might not exist or belong to someone else).
+            hint = did_you_mean(key, [*self.names(), *self.aliases()])
+            fix = hint or (
+                "; install the distribution that provides that plugin next to dranet-cloud "
+                "(`dranet-cloud plugins` lists what is installed)"
+            )
             raise ConfigError(
-                f"{flag} {requested!r} names no installed plugin (installed: {installed}); "
-                f"{fix}, or use one of the installed names" + (" or 'none'" if allow_none else "")
+                f"{flag} {requested!r} names no installed plugin (installed: {installed}"
+                + (", or 'none'" if allow_none else "")
+                + f"){fix}"
             )
         return name
 

@@ -103,7 +103,15 @@ def test_unknown_hint_lists_installed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         host.start()
     assert "fakecloud" in str(err.value) and "fakeprofile" in str(err.value)
-    assert "pip install dranet-cloud-azure" in str(err.value)
+    assert "dranet-cloud-azure" not in str(err.value)  # never a guessed package name
+
+
+def test_hint_typo_suggests_the_installed_name() -> None:
+    reg, _ = registry(("fakeprofile", FakeProfile()))
+    host = ProviderHost(cloud_provider_hint="fakeclod", registry=reg)
+    with pytest.raises(ConfigError) as err:
+        host.start()
+    assert "did you mean 'fakecloud'?" in str(err.value)
 
 
 def test_none_hint_and_profile_role_checks(tmp_path: Path) -> None:

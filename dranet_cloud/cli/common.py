@@ -14,10 +14,12 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..context import ProviderOptions
     from ..host import ProviderHost
     from ..hostroot import HostRoot
     from ..ipam.base import IpamStore
     from ..models import DeviceIdentifiers, NetworkConfig
+    from ..plugins import PluginRegistry
 
 
 def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> None:
@@ -86,6 +88,12 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
         help="SQLite file (env DRANET_CLOUD_IPAM_DB, default /var/lib/dranet-cloud/ipam.db)",
     )
     g.add_argument(
+        "--ipam-db-create",
+        action="store_true",
+        help="create the database's parent directory when it is missing (without it a "
+        "missing directory is an error: a mistyped path must not split the node's IPAM state)",
+    )
+    g.add_argument(
         "--ipam-memory", action="store_true", help="keep allocations in memory only (lost at exit)"
     )
     g.add_argument(
@@ -115,19 +123,47 @@ def parse_settings(items: list[str]) -> dict[str, str]:
     return out
 
 
-def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
-    from ..context import ProviderOptions
-    from ..host import ProviderHost
-    from ..plugins import PluginRegistry
+def host_root_dir(args: argparse.Namespace) -> str | None:
+    """``--host-root`` (or its variable), refused when it is not a directory.
 
-    options = ProviderOptions(
+    A mistyped root has no DMI files and no NICs, so the node would quietly
+    run with provider ``none``; an error names the flag instead.
+    """
+    from ..hostroot import HOST_ROOT_ENV
+
+    root = args.host_root or os.environ.get(HOST_ROOT_ENV) or None
+    if root is not None and not Path(root).is_dir():
+        source = "--host-root" if args.host_root else HOST_ROOT_ENV
+        raise ConfigError(
+            f"{source} {root}: no such directory; pass the directory where the node's /sys "
+            "and /proc are mounted (in a pod: a hostPath mount), or leave it unset for /"
+        )
+    return root
+
+
+def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> ProviderOptions:
+    """Provider options from the flags, with every ``--set`` checked against its plugin."""
+    from ..context import ProviderOptions
+    from ..settings import check_settings
+
+    settings = parse_settings(args.settings)
+    check_settings(registry, settings)
+    return ProviderOptions(
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
         probe_timeout=args.probe_timeout,
-        settings=parse_settings(args.settings),
+        settings=settings,
     )
-    factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
+
+
+def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
+    from ..host import ProviderHost
+    from ..plugins import PluginRegistry
+
+    root = host_root_dir(args)
     registry = PluginRegistry()
+    options = checked_options(args, registry)
+    factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
     routes: dict[str, str] = {}
     if getattr(args, "ipam_range", None):
         from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
@@ -142,7 +178,7 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         cloud_provider_hint=args.cloud_provider_hint,
         profile_provider=args.profile_provider,
         webhook_url=args.webhook_url,
-        host_root=args.host_root,
+        host_root=root,
         probe_metadata=args.probe_metadata,
         options=options,
         ipam_factory=factory,
@@ -155,12 +191,38 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
 
 
 def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
-    """A lazy opener for the node's IPAM store (nothing is opened until used)."""
-    from ..ipam import open_store
+    """A lazy opener for the node's IPAM store (nothing is opened until used).
+
+    A missing parent directory is refused unless ``--ipam-db-create`` was
+    given: a typo in the path would otherwise start a fresh, empty database
+    next to the real one and hand out addresses the real one holds.
+    """
+    from ..ipam import open_store, resolve_db_path
 
     path = getattr(args, "ipam_db", None)
     memory = bool(getattr(args, "ipam_memory", False))
-    return lambda: open_store(path, memory=memory)
+    create = bool(getattr(args, "ipam_db_create", False))
+
+    def opener() -> IpamStore:
+        if not memory:
+            parent = Path(resolve_db_path(path)).parent
+            if not parent.is_dir():
+                if not create:
+                    raise ConfigError(
+                        f"--ipam-db {resolve_db_path(path)}: the directory {parent} does not "
+                        "exist; fix the path (a typo would split the node's IPAM state), or pass "
+                        "--ipam-db-create to create it"
+                    )
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"--ipam-db-create: cannot create {parent} ({exc}); pick a writable "
+                        "--ipam-db PATH"
+                    ) from None
+        return open_store(path, memory=memory)
+
+    return opener
 
 
 def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifiers:

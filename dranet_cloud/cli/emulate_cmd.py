@@ -1,4 +1,10 @@
-"""``dranet-cloud emulate <plugin>``: run a plugin's metadata emulator."""
+"""``dranet-cloud emulate <plugin>``: run a plugin's metadata emulator.
+
+``emulate kubernetes`` runs the core's Kubernetes API emulator instead
+(ResourceClaims and Nodes, for ``ipam gc --kubernetes`` and ``serve
+--gc-kubernetes``); its ready line's ``env`` holds ``KUBECONFIG``, a file it
+wrote and removes when it stops.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,17 @@ from ..errors import ConfigError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("emulate", help="serve a plugin's metadata emulator on loopback")
-    p.add_argument("plugin", help="plugin name (gce, aws, aliyun, ...)")
+    p = sub.add_parser(
+        "emulate",
+        help="serve a plugin's metadata emulator (or the Kubernetes API) on loopback",
+        description="Serve an emulator on loopback and print one JSON line "
+        '{"url", "env"} once it answers; `env` holds the variables that point '
+        "dranet-cloud at it.",
+    )
+    p.add_argument(
+        "plugin",
+        help="plugin name (gce, aws, aliyun, ...), or 'kubernetes' for the API emulator",
+    )
     p.add_argument(
         "--listen",
         default="127.0.0.1:0",
@@ -24,7 +39,8 @@ def register(sub: Any) -> None:
         "--fixture",
         default=None,
         metavar="FILE",
-        help="JSON metadata tree replacing the built-in sample instance",
+        help="JSON metadata tree replacing the built-in sample instance; for kubernetes, "
+        "a `kubectl get resourceclaims,nodes -A -o json` List",
     )
     p.add_argument(
         "--faults",
@@ -55,13 +71,50 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
     return emu
 
 
+def build_kubernetes_emulator(fixture: str | None, listen: str, faults: str | None) -> Any:
+    from ..testing.kubernetes import kubernetes_emulator
+
+    if fixture is not None and not Path(fixture).is_file():
+        raise ConfigError(f"--fixture {fixture}: no such file")
+    try:
+        return kubernetes_emulator(fixture, listen=listen, faults=faults)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"emulator for kubernetes: {exc}") from exc
+
+
+def _start(emu: Any, args: argparse.Namespace) -> None:
+    try:
+        emu.start()
+    except OSError as exc:
+        # Most often a port another process holds: say which and how to pick one.
+        raise ConfigError(
+            f"emulate {args.plugin}: cannot listen on {args.listen} ({exc.strerror or exc}); "
+            "stop what uses it or pick a free address, e.g. --listen 127.0.0.1:0"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.plugin == "kubernetes":
+        return _run_kubernetes(args)
     emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
-    emu.start()
+    _start(emu, args)
     sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
     sys.stdout.flush()
     try:
         emu.serve_forever()
     finally:
         emu.stop()
+    return 0
+
+
+def _run_kubernetes(args: argparse.Namespace) -> int:
+    kube = build_kubernetes_emulator(args.fixture, args.listen, args.faults)
+    _start(kube, args)
+    try:
+        emu = kube.emulator
+        sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
+        sys.stdout.flush()
+        emu.serve_forever()
+    finally:
+        kube.stop()
     return 0

@@ -1,34 +1,73 @@
 """Entry point: builds the argument parser from small sub-command modules.
 
 Each module exposes ``register(subparsers)``; heavy imports (httpx, plugin
-toolkits) happen inside the handlers so ``dranet-cloud detect`` stays cheap.
+toolkits) happen inside the handlers.  Start-up cost matters (``detect`` runs
+at every node start, ``health`` is a probe), so only the module of the
+command on the command line is imported; ``--help`` and unknown commands load
+them all.
+
+Strictness, because a flag that is silently misread is worse than an error:
+abbreviations are off on every parser (``--cloud-provider`` is not
+``--cloud-provider-hint``), ``-v`` and ``--log-format`` are accepted anywhere
+on the command line, and every error is one line without a traceback (``-vv``
+logs the traceback of an unexpected one).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import DranetCloudError
 
-# Sub-command modules, in help order.
-COMMAND_MODULES = (
-    "plugins_cmd",
-    "provider_cmds",
-    "emulate_cmd",
-    "demo_cmd",
-    "ipam_cmd",
-    "serve_cmd",
-)
+# Sub-command -> module, in help order.
+COMMANDS = {
+    "plugins": "plugins_cmd",
+    "detect": "provider_cmds",
+    "describe": "provider_cmds",
+    "profile": "provider_cmds",
+    "emulate": "emulate_cmd",
+    "demo": "demo_cmd",
+    "ipam": "ipam_cmd",
+    "serve": "serve_cmd",
+    "health": "health_cmd",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 log = logging.getLogger("dranet_cloud")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """``ArgumentParser`` with abbreviations off; sub-parsers inherit the class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the core and every installed plugin distribution."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from ..entrypoints import installed_versions
+
+        for dist, version in installed_versions():
+            sys.stdout.write(f"{dist} {version}\n")
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with ``only`` the parser of that one sub-command."""
+    import importlib
+
+    parser = Parser(
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
     )
@@ -37,11 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="more logging on stderr (-v info, -vv debug)",
+        help="more logging on stderr (-v info, -vv debug); accepted anywhere",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("DRANET_CLOUD_LOG_FORMAT", "text"),
+        help="log lines as text or one JSON object a line, both with timestamps "
+        "(env DRANET_CLOUD_LOG_FORMAT); accepted anywhere",
+    )
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the core's and every plugin's version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    modules = [COMMANDS[only]] if only in COMMANDS else list(COMMAND_MODULES)
+    for name in modules:
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:
@@ -52,13 +102,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _split_global(argv: list[str]) -> tuple[list[str], int, str | None]:
+    """Take ``-v``/``-vv``/``--verbose`` and ``--log-format X`` out of ``argv``, wherever they are.
+
+    Operators add ``-v`` at the end of a command they just ran; argparse only
+    accepts a global flag before the sub-command.  Everything after ``--`` is
+    left alone.
+    """
+    rest: list[str] = []
+    verbose = 0
+    log_format: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == "--verbose" or (len(arg) > 1 and arg.startswith("-") and set(arg[1:]) == {"v"}):
+            verbose += 1 if arg == "--verbose" else len(arg) - 1
+        elif arg == "--log-format" and i + 1 < len(argv):
+            log_format = argv[i + 1]
+            i += 1
+        elif arg.startswith("--log-format="):
+            log_format = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, verbose, log_format
+
+
+def _command_of(argv: list[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    rest, verbose, log_format = _split_global(raw)
+    parser = build_parser(_command_of(rest))
+    if log_format is not None:
+        rest = ["--log-format", log_format, *rest]
+    args = parser.parse_args(rest)
+    args.verbose += verbose
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    logging.basicConfig(
-        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from ..logsetup import configure
+
+    configure(level, args.log_format)
     # httpx logs every request at INFO; only -vv should show that.
     logging.getLogger("httpx").setLevel(level if args.verbose >= 2 else logging.WARNING)
     try:
@@ -71,11 +162,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `dranet-cloud ipam list | head`: the reader left; say nothing more.
-        import os
-
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # A file or socket the operator named: say which, without a traceback.
+        log.debug("%s failed", args.command, exc_info=True)
+        print(f"error: {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        log.debug("%s failed", args.command, exc_info=True)
+        print(
+            f"error: {args.command}: unexpected {type(exc).__name__}: {exc} "
+            "(a bug; rerun with -vv for the traceback and report it)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .common import add_provider_flags, build_host, parse_device, parse_settings, read_config
+from .common import (
+    add_provider_flags,
+    build_host,
+    checked_options,
+    host_root_dir,
+    parse_device,
+    read_config,
+)
 from .output import add_output_flag, emit_json, emit_pairs, emit_table
 
 if TYPE_CHECKING:
@@ -94,25 +101,22 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     start is reported as before (``none`` when auto-detected, exit 3 when
     requested) without confirming the metadata twice.
     """
-    from ..context import ProviderContext, ProviderOptions
+    from ..context import ProviderContext
     from ..detection import detect
     from ..hostroot import HostRoot
     from ..plugins import NONE_NAMES, PluginRegistry
 
+    root = host_root_dir(args)
     hint = (args.cloud_provider_hint or "").strip()
     profile = (args.profile_provider or "cloud").strip().lower()
     if hint or profile not in ({"cloud"} | NONE_NAMES):
         return None
-    options = ProviderOptions(
-        webhook_url=args.webhook_url,
-        metadata_deadline=args.metadata_deadline,
-        probe_timeout=args.probe_timeout,
-        settings=parse_settings(args.settings),
-    )
+    registry = PluginRegistry()
+    options = checked_options(args, registry)
     context = ProviderContext(
-        host_root=HostRoot.from_env(args.host_root), options=options, env=dict(os.environ)
+        host_root=HostRoot.from_env(root), options=options, env=dict(os.environ)
     )
-    return detect(PluginRegistry(), context, probe_metadata=args.probe_metadata)
+    return detect(registry, context, probe_metadata=args.probe_metadata)
 
 
 def _describe_data(args: argparse.Namespace) -> dict[str, Any]:

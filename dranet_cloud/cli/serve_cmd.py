@@ -12,10 +12,13 @@ import logging
 import os
 import sys
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .common import add_provider_flags, build_host
+
+if TYPE_CHECKING:
+    from ..host import ProviderHost
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 
@@ -127,6 +130,17 @@ def _print_ready(url: str, capabilities: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def refuse_without_role(host: ProviderHost) -> None:
+    """A server with neither role would answer every DRANET call with 400: refuse to start."""
+    caps = host.capabilities()
+    if not caps.cloud_provider and not caps.profile_provider:
+        raise ConfigError(
+            "serve: this server would have no role (no cloud plugin was detected or named and "
+            "no profile provider is set); pass --cloud-provider-hint NAME for the cloud role, "
+            "--ipam-range CIDR (local-ipam) or --profile-provider NAME for the profile role"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..server.listen import ListenAddress
 
@@ -135,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
     if interval is not None and interval.total_seconds() <= 0:
         raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
     older_than = _duration("--gc-older-than", args.gc_older_than)
+    if interval is None and (older_than is not None or args.gc_live_claims is not None):
+        raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
     try:
         from ..server.middleware import ACCESS_LOGGER
         from ..server.runner import ServeOptions, WebhookServer
@@ -158,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         server_log.setLevel(logging.INFO)  # access lines and gc results are the server's output
     host = build_host(args)
     try:
+        refuse_without_role(host)
         server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
         code: int = server.run()
     finally:

@@ -3,6 +3,8 @@
 * :mod:`.emulator`: a loopback/unix-socket HTTP server with a request log and
   fault injection, plus helpers to serve nested-JSON metadata trees and token
   sessions;
+* :mod:`.kubernetes`: a Kubernetes API emulator (ResourceClaims, Nodes) with
+  real pagination, Status errors and a kubeconfig for it;
 * :mod:`.hostroot_builder`: fake node files (DMI, sysfs, procfs) that
   :class:`dranet_cloud.hostroot.HostRoot` reads;
 * :mod:`.socketguard`: makes any non-loopback connection fail a test run.
@@ -30,6 +32,7 @@ from .emulator import (
     tree_response,
 )
 from .hostroot_builder import HostRootBuilder
+from .kubernetes import KubernetesEmulator, kubernetes_emulator
 from .socketguard import NonLoopbackConnection, SocketGuard
 
 __all__ = [
@@ -39,12 +42,14 @@ __all__ = [
     "Handler",
     "Headers",
     "HostRootBuilder",
+    "KubernetesEmulator",
     "LoggedRequest",
     "NonLoopbackConnection",
     "Request",
     "Response",
     "SocketGuard",
     "TokenIssuer",
+    "kubernetes_emulator",
     "parse_listen",
     "render_leaf",
     "render_listing",

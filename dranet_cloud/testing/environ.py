@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import os
 
-# Variables that choose an endpoint, a host root or a provider.
-_SCRUBBED_PREFIXES = ("DRANET_CLOUD_", "GCE_METADATA", "AWS_EC2_METADATA")
+# Variables that choose an endpoint, a host root or a provider (a developer's
+# KUBECONFIG would point `ipam gc --kubernetes` at a real cluster).
+_SCRUBBED_PREFIXES = (
+    "DRANET_CLOUD_",
+    "GCE_METADATA",
+    "AWS_EC2_METADATA",
+    "KUBECONFIG",
+    "KUBERNETES_SERVICE_",
+)
 
 
 def isolated_environ(**extra: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.settings import Setting
 
 from . import detection
 
@@ -115,3 +116,9 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``ALIBABA`` in ``--cloud-provider-hint``."""
     return ["alibaba"]
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    """Alibaba Cloud reads no ``--set`` keys (endpoint overrides come from the environment)."""
+    return []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.settings import Setting
 
 from . import detection
 
@@ -106,3 +107,12 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from .sample import build_sample_host
 
     return build_sample_host(dest, variant)
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.imds`)."""
+    return [
+        Setting("allow_imdsv1", "bool", "accept an IMDS that issues no session tokens"),
+        Setting("endpoint_mode", "choice", "IMDS over IPv4 or IPv6", ("ipv4", "ipv6")),
+    ]

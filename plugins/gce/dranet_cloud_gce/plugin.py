@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.settings import Setting
 
 from . import detection
 
@@ -108,3 +109,9 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from .sample import build_sample_host
 
     return build_sample_host(dest, variant)
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    """GCE reads no ``--set`` keys (endpoint overrides come from the environment)."""
+    return []

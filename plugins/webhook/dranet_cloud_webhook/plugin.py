@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
+from dranet_cloud.settings import Setting
 
 from .detection import PLUGIN, configured_url
 
@@ -194,3 +195,15 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from .emulator import write_sample_host
 
     return write_sample_host(dest, variant)
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    """TLS files and timeouts of the BYODP client (see :mod:`.endpoint`)."""
+    return [
+        Setting("ca_bundle", "path", "CA bundle that signs the webhook's certificate"),
+        Setting("client_cert", "path", "client certificate for mutual TLS"),
+        Setting("client_key", "path", "client key for mutual TLS"),
+        Setting("timeout", "seconds", "per-request timeout"),
+        Setting("health_wait", "seconds", "how long start-up polls /health"),
+    ]

@@ -1,0 +1,424 @@
+"""A small, bounded Kubernetes API client on lightkube.
+
+Why a facade rather than lightkube everywhere: the callers need three reads
+(a ResourceClaim by namespace/name, every ResourceClaim, a Node), and each of
+them must have an end-to-end deadline, a response-size cap and an error that
+says what to fix.  lightkube brings the hard parts that must match kubectl
+(kubeconfig parsing, in-cluster service-account config with token rotation,
+TLS, pagination); this module adds the bounds:
+
+* a transport wrapper that gives every request at most the time left before
+  the call's deadline and reads bodies under a byte cap and the same deadline;
+* a complete-list guarantee: :meth:`KubeClient.list_resource_claims` follows
+  ``continue`` to the end, starts again on ``410 Expired`` a bounded number of
+  times and raises on anything else, so a caller never mistakes a partial
+  answer for the cluster's state.
+
+Configuration, like kubectl and client-go: ``--kubeconfig FILE`` when given,
+else the file named by ``KUBECONFIG``, else the in-cluster service account
+(``KUBERNETES_SERVICE_HOST``/``_PORT`` and the token and CA under
+``/var/run/secrets/kubernetes.io/serviceaccount``).  Proxy variables are not
+read: a node daemon talks to its API server directly.
+
+lightkube is imported when a client is built, never by the CLI's parser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, ProviderUnavailable
+
+if TYPE_CHECKING:
+    import httpx2
+    from lightkube import Client
+    from lightkube.config.kubeconfig import SingleConfig
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_PAGE_SIZE",
+    "DEFAULT_TIMEOUT",
+    "KUBECONFIG_ENV",
+    "MAX_LIST_RESTARTS",
+    "SERVICE_ACCOUNT_DIR",
+    "ClaimIdentity",
+    "ClaimListing",
+    "KubeClient",
+    "KubeError",
+    "KubeNotFound",
+    "load_config",
+]
+
+log = logging.getLogger(__name__)
+
+KUBECONFIG_ENV = "KUBECONFIG"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_TIMEOUT = 10.0  # seconds for one whole call (every page of a list included)
+DEFAULT_MAX_BYTES = 16 << 20  # per response; a page of 500 claims is far below
+DEFAULT_PAGE_SIZE = 500
+MAX_LIST_RESTARTS = 3  # new lists after 410 Expired before giving up
+RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io/v1"
+
+# The deadline of the call in progress on this thread (time.monotonic()).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "dranet_cloud_kube_deadline", default=None
+)
+
+
+class KubeError(ProviderUnavailable):
+    """The API did not give a usable answer (error status, timeout, partial or bad body).
+
+    ``status`` is the HTTP status when there was one.  Nothing may be
+    concluded from a call that raised this.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class KubeNotFound(KubeError):
+    """The API answered 404 for a named object."""
+
+
+@dataclass(frozen=True)
+class ClaimIdentity:
+    """What the reclaimer needs from a ResourceClaim: who it is."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class ClaimListing:
+    """A complete list of every ResourceClaim in the cluster.
+
+    ``started`` is the wall-clock time (``time.time()``) just before the first
+    page of the list that succeeded was asked for: claims created after it may
+    be missing.  ``restarts`` counts the lists begun again after 410 Expired.
+    """
+
+    claims: tuple[ClaimIdentity, ...]
+    started: float
+    restarts: int
+
+    @property
+    def uids(self) -> frozenset[str]:
+        return frozenset(c.uid for c in self.claims)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _DeadlinePassed(Exception):
+    pass
+
+
+def _bounded_transport(inner: httpx2.BaseTransport, max_bytes: int) -> httpx2.BaseTransport:
+    """Wrap ``inner`` so each request obeys the deadline in :data:`_DEADLINE` and ``max_bytes``."""
+    import httpx2
+
+    class Bounded(httpx2.BaseTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            until = _DEADLINE.get()
+            if until is not None:
+                left = until - time.monotonic()
+                if left <= 0:
+                    raise _DeadlinePassed()
+                current = request.extensions.get("timeout") or {}
+                request.extensions["timeout"] = {
+                    key: left if current.get(key) is None else min(float(current[key]), left)
+                    for key in ("connect", "read", "write", "pool")
+                }
+            response = inner.handle_request(request)
+            try:
+                declared = response.headers.get("content-length", "").strip()
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise _BodyTooLarge()
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_raw():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise _BodyTooLarge()
+                    if until is not None and time.monotonic() > until:
+                        raise _DeadlinePassed()
+                    chunks.append(chunk)
+            finally:
+                response.close()
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                content=b"".join(chunks),
+                extensions=response.extensions,
+                request=request,
+            )
+
+        def close(self) -> None:
+            inner.close()
+
+    return Bounded()
+
+
+def _in_cluster_available(sa_dir: str) -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(
+        os.path.join(sa_dir, "token")
+    )
+
+
+def load_config(
+    kubeconfig: str | None = None,
+    *,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+) -> tuple[SingleConfig, str]:
+    """The connection settings and a phrase saying where they came from.
+
+    Raises :class:`ConfigError` naming the fix when there is no configuration.
+    """
+    from lightkube import KubeConfig
+    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
+    path = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
+    try:
+        if path is not None:
+            # KUBECONFIG may name several files; like kubectl, use the first.
+            first = path.split(os.pathsep)[0]
+            if not os.path.isfile(first):
+                raise ConfigError(
+                    f"kubernetes: no kubeconfig file at {first} "
+                    f"({'--kubeconfig' if kubeconfig else KUBECONFIG_ENV}); pass an existing "
+                    "file, or run in a pod with a service account"
+                )
+            config = KubeConfig.from_file(first).get()
+            where = f"kubeconfig {first}"
+        elif _in_cluster_available(service_account_dir):
+            config = KubeConfig.from_service_account(service_account_dir).get()
+            where = f"in-cluster service account ({service_account_dir})"
+        else:
+            raise ConfigError(
+                "kubernetes: no API configuration: not in a pod (KUBERNETES_SERVICE_HOST and "
+                f"{service_account_dir}/token missing) and no --kubeconfig FILE or "
+                f"{KUBECONFIG_ENV}; run in a pod with a service account or pass --kubeconfig"
+            )
+    except (LightkubeConfigError, OSError, KeyError, ValueError) as exc:
+        raise ConfigError(f"kubernetes: cannot load the API configuration: {exc}") from exc
+    if config is None:
+        raise ConfigError(f"kubernetes: {path}: no current context; set one with kubectl")
+    return config, f"{where} -> {config.cluster.server}"
+
+
+class KubeClient:
+    """The reads dranet-cloud needs from the Kubernetes API, each with a deadline.
+
+    ``timeout`` is the default end-to-end deadline of one call in seconds
+    (a list with all its pages and restarts is one call).  Thread-safe: the
+    deadline travels in a context variable, the connection pool is httpx's.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        service_account_dir: str = SERVICE_ACCOUNT_DIR,
+    ) -> None:
+        import httpx2
+        from lightkube import Client
+        from lightkube.config.client_adapter import verify_cluster
+
+        if timeout <= 0:
+            raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
+        config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        if config.user is None:
+            raise ConfigError(
+                f"kubernetes: {self.source}: the current context names no user; add one "
+                "(a token, a client certificate or an exec plugin) to the kubeconfig"
+            )
+        try:
+            tls = verify_cluster(config.cluster, config.user, config.abs_file, trust_env=False)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"kubernetes: bad TLS settings in {self.source}: {exc}") from exc
+        inner = httpx2.HTTPTransport(verify=tls)
+        self._client: Client = Client(
+            config,
+            timeout=httpx2.Timeout(timeout),
+            trust_env=False,
+            transport=_bounded_transport(inner, max_bytes),
+        )
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KubeClient({self.source!r})"
+
+    # --- calls -----------------------------------------------------------------------
+
+    def get_resource_claim(
+        self, namespace: str, name: str, *, deadline: float | None = None
+    ) -> ClaimIdentity | None:
+        """The claim now stored under ``namespace/name``, ``None`` when the API answers 404."""
+        from lightkube.resources.resource_v1 import ResourceClaim
+
+        what = f"GET resourceclaim {namespace}/{name}"
+        try:
+            with self._deadline(deadline, what):
+                obj = self._client.get(ResourceClaim, name, namespace=namespace)
+        except KubeNotFound:
+            return None
+        return _identity(obj, what)
+
+    def list_resource_claims(
+        self,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        deadline: float | None = None,
+        max_restarts: int = MAX_LIST_RESTARTS,
+    ) -> ClaimListing:
+        """Every ResourceClaim in the cluster, or :class:`KubeError`; never a part of them.
+
+        Follows ``continue`` to the last page; a ``410 Expired`` (the
+        snapshot behind the continue token is gone) starts a new list, at
+        most ``max_restarts`` times.
+        """
+        from lightkube.core.generic_client import ALL_NS
+        from lightkube.resources.resource_v1 import ResourceClaim
+
+        what = "LIST resourceclaims in all namespaces"
+        budget = self.timeout if deadline is None else deadline
+        until = time.monotonic() + budget  # one deadline for every page and restart
+        restarts = 0
+        while True:
+            started = time.time()
+            try:
+                with self._deadline(budget, what, until=until):
+                    items = self._client.list(ResourceClaim, namespace=ALL_NS, chunk_size=page_size)
+                    claims = tuple(_identity(obj, what) for obj in items)
+            except KubeError as exc:
+                if exc.status == 410 and restarts < max_restarts:
+                    restarts += 1
+                    log.info("kubernetes: %s expired mid-way (410); starting again", what)
+                    continue
+                raise
+            return ClaimListing(claims, started, restarts)
+
+    def get_node(self, name: str, *, deadline: float | None = None) -> dict[str, Any]:
+        """The Node object as Kubernetes JSON (labels, ``spec.providerID``...).
+
+        Raises :class:`KubeNotFound` when there is no such node.
+        """
+        from lightkube.resources.core_v1 import Node
+
+        what = f"GET node {name}"
+        with self._deadline(deadline, what):
+            obj = self._client.get(Node, name)
+        doc: dict[str, Any] = obj.to_dict()
+        return doc
+
+    # --- internals -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _deadline(
+        self, seconds: float | None, what: str, *, until: float | None = None
+    ) -> Iterator[None]:
+        """Run a call under an end-to-end deadline and turn every failure into KubeError.
+
+        ``until`` (``time.monotonic()``) continues an earlier deadline.
+        """
+        import httpx2
+        import msgspec
+        from lightkube import ApiError
+
+        budget = self.timeout if seconds is None else seconds
+        token = _DEADLINE.set(time.monotonic() + budget if until is None else until)
+        try:
+            yield
+        except ApiError as exc:
+            code = exc.status.code or exc.response.status_code
+            reason = exc.status.reason or ""
+            message = exc.status.message or ""
+            cls = KubeNotFound if code == 404 else KubeError
+            raise cls(
+                f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
+                + _fix_for(code),
+                code,
+            ) from exc
+        except httpx2.HTTPStatusError as exc:
+            code = exc.response.status_code
+            cls = KubeNotFound if code == 404 else KubeError
+            raise cls(
+                f"kubernetes: {what} answered {code} without a Status object "
+                f"({self.source})" + _fix_for(code),
+                code,
+            ) from exc
+        except (_DeadlinePassed, httpx2.TimeoutException) as exc:
+            raise KubeError(
+                f"kubernetes: {what} did not finish within {budget:g} s ({self.source}); "
+                "is the API server reachable and healthy?"
+            ) from exc
+        except _BodyTooLarge as exc:
+            raise KubeError(
+                f"kubernetes: {what} answered more than {self.max_bytes} bytes ({self.source})"
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise KubeError(
+                f"kubernetes: {what} failed: {type(exc).__name__}: {exc} ({self.source}); "
+                "is the API server reachable?"
+            ) from exc
+        except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+            raise KubeError(
+                f"kubernetes: {what} answered a body that is not the expected object: {exc} "
+                f"({self.source})"
+            ) from exc
+        finally:
+            _DEADLINE.reset(token)
+
+
+def _identity(obj: Any, what: str) -> ClaimIdentity:
+    """Namespace, name and UID of a decoded claim; a claim without them is a bad answer."""
+    meta = getattr(obj, "metadata", None)
+    namespace = getattr(meta, "namespace", None)
+    name = getattr(meta, "name", None)
+    uid = getattr(meta, "uid", None)
+    if not (namespace and name and uid):
+        raise KubeError(
+            f"kubernetes: {what} answered a claim without metadata.namespace/name/uid "
+            f"({namespace!r}/{name!r}, uid {uid!r}); not a ResourceClaim the API would send"
+        )
+    return ClaimIdentity(str(namespace), str(name), str(uid))
+
+
+def _fix_for(status: int) -> str:
+    """What an operator does about a status, appended to the error."""
+    if status == 401:
+        return "; the token was refused: check the kubeconfig user or the service account token"
+    if status == 403:
+        return (
+            "; grant get and list on resourceclaims.resource.k8s.io (and get on nodes) "
+            "with a ClusterRole bound to this service account"
+        )
+    if status == 404:
+        return ""
+    if status == 410:
+        return "; the list expired too often while being read, try again"
+    return "; the API server may be overloaded, the next run retries"

@@ -1,0 +1,61 @@
+"""Log lines an operator can read and a log pipeline can parse.
+
+``--log-format text`` (the default) writes ``2026-12-03T09:21:44.123Z LEVEL
+logger: message``; ``--log-format json`` writes one JSON object a line with
+``ts`` (RFC 3339, UTC), ``level``, ``logger``, ``msg`` and, for an exception,
+``exc``.  Every line of both carries a timestamp, because a crash-looping
+pod's log is read long after the fact and next to DRANET's own lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+LOG_FORMATS = ("text", "json")
+LOG_FORMAT_ENV = "DRANET_CLOUD_LOG_FORMAT"
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+class TextFormatter(logging.Formatter):
+    """``<RFC 3339 UTC> LEVEL logger: message`` (plus the traceback, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record; newlines inside messages stay escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        doc: dict[str, Any] = {
+            "ts": _timestamp(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False, default=str)
+
+
+def configure(level: int, log_format: str = "text") -> None:
+    """Send the process's logs to stderr in ``log_format`` at ``level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

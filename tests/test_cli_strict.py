@@ -1,0 +1,211 @@
+"""Misconfigurations that used to pass silently: each exits 2 with a message naming the fix.
+
+In-process (``main([...])``) where possible, so the checks cost milliseconds;
+one real process for the busy-port and traceback checks.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.cli.main import _split_global, main
+from dranet_cloud.entrypoints import installed_versions, plugin_entry_points
+from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.testing.environ import isolated_environ
+
+EMULATE = [sys.executable, "-m", "dranet_cloud.cli.main", "emulate", "gce"]
+
+
+@pytest.fixture()
+def bare(tmp_path: Path) -> Path:
+    return HostRootBuilder(tmp_path / "bm").dmi(sys_vendor="Supermicro").build()
+
+
+def err_of(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_typo_in_a_setting_key_names_the_valid_ones(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--set", "aws.allow_imdsv=true")
+    assert code == 2
+    assert "did you mean 'allow_imdsv1'" in err and "aws.endpoint_mode" in err
+
+
+def test_setting_for_an_unknown_plugin_is_refused(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--set", "acme.x=1")
+    assert code == 2
+    assert "no installed plugin is named 'acme'" in err and "gce" in err
+
+
+def test_setting_alias_points_at_the_plugin_name(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--set", "alibaba.x=1")
+    assert code == 2 and "--set aliyun.x" in err
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("aws.allow_imdsv1=maybe", "expected true or false"),
+        ("aws.endpoint_mode=ipv5", "expected one of ipv4, ipv6"),
+        ("webhook.timeout=nan", "finite"),
+        ("webhook.timeout=-1", "greater than 0"),
+        ("gce.anything=1", "takes no settings"),
+    ],
+)
+def test_bad_setting_values_are_usage_errors(
+    bare: Path, capsys: pytest.CaptureFixture[str], setting: str, expected: str
+) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--set", setting)
+    assert code == 2, err
+    assert expected in err
+
+
+def test_good_settings_pass(bare: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "detect",
+            "--host-root",
+            str(bare),
+            "-o",
+            "json",
+            "--set",
+            "aws.allow_imdsv1=true",
+            "--set",
+            "webhook.timeout=2.5",
+        ]
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["provider"] == "none"
+
+
+def test_missing_host_root_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(tmp_path / "nonexistent"))
+    assert code == 2
+    assert "no such directory" in err and "hostPath" in err
+
+
+def test_ipam_db_in_a_missing_directory_is_refused(
+    bare: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "typo" / "ipam.db"
+    config = tmp_path / "claim.json"
+    config.write_text('{"profile": "local-ipam", "interface": {}}')
+    base = [
+        "profile",
+        "get",
+        "--host-root",
+        str(bare),
+        "--ipam-range",
+        "10.9.0.0/24",
+        "--device",
+        "name=eth1,mac=02:00:00:00:00:01",
+        "--claim-uid",
+        "c1",
+        "--config",
+        str(config),
+        "--ipam-db",
+        str(db),
+    ]
+    code, err = err_of(capsys, *base)
+    assert code == 2
+    assert "--ipam-db-create" in err and not db.parent.exists()
+    code, err = err_of(capsys, *base, "--ipam-db-create", "-o", "json")
+    assert code == 0, err
+    assert db.is_file()
+
+
+def test_server_without_a_role_refuses_to_start(
+    bare: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sock = tmp_path / "s.sock"
+    code, err = err_of(capsys, "serve", "--listen", f"unix://{sock}", "--host-root", str(bare))
+    assert code == 2
+    assert "no role" in err and "--ipam-range" in err and "--cloud-provider-hint" in err
+    assert not sock.exists()
+
+
+def test_hint_typo_suggests_an_installed_plugin(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--cloud-provider-hint", "gcee")
+    assert code == 2
+    assert "did you mean 'gce'?" in err
+    assert "pip install" not in err  # no guessed package name
+
+
+def test_abbreviations_are_off(bare: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["detect", "--host-root", str(bare), "--cloud-provider", "gce"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --cloud-provider" in capsys.readouterr().err
+
+
+def test_verbose_and_log_format_anywhere() -> None:
+    rest, verbose, fmt = _split_global(["detect", "-o", "json", "-vv", "--log-format=json", "-v"])
+    assert rest == ["detect", "-o", "json"] and verbose == 3 and fmt == "json"
+    rest, verbose, fmt = _split_global(["ipam", "list", "--verbose", "--", "-v"])
+    assert rest == ["ipam", "list", "--", "-v"] and verbose == 1 and fmt is None
+
+
+def test_bad_log_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["plugins", "--log-format", "xml"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def test_version_names_the_core_and_every_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("dranet-cloud 0.")
+    names = {line.split()[0] for line in lines}
+    assert {"dranet-cloud-gce", "dranet-cloud-aws", "dranet-cloud-webhook"} <= names
+
+
+def test_entry_point_scanner_matches_importlib_metadata() -> None:
+    from importlib.metadata import entry_points
+
+    expected = {(ep.name, ep.value) for ep in entry_points(group="dranet_cloud")}
+    assert {(ep.name, ep.value) for ep in plugin_entry_points()} == expected
+    assert dict(installed_versions())["dranet-cloud"] != "?"
+
+
+def test_emulate_on_a_busy_port_is_a_clean_usage_error() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        res = subprocess.run(
+            [*EMULATE, "--listen", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=isolated_environ(),
+            timeout=60,
+        )
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in res.stderr and "127.0.0.1:0" in res.stderr
+
+
+def test_health_without_a_server_fails_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = err_of(capsys, "health", "--listen", f"unix://{tmp_path}/none.sock")
+    assert code == 1 and "unhealthy" in err
+    code, err = err_of(capsys, "health", "--listen", "unix://relative.sock")
+    assert code == 2 and "unix:///" in err
