@@ -37,6 +37,7 @@ from .models import (
     merge_network_config,
     validate_network_config,
 )
+from .nic import LocalNic, resolve_nic
 from .plugins import PluginRegistry
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class ProviderHost:
         self.detection: DetectionResult | None = None
         self._instances: dict[str, InstanceSnapshot] = {}
         self._lock = threading.RLock()
+        # Keyed by the NIC's resolved identity (MAC, else PCI, else name),
+        # never by the name DRANET sent: names move between NICs.
         self._attr_cache: LRUCache[str, AttributeMap] = LRUCache(maxsize=cache_size)
         self._config_cache: LRUCache[str, NetworkConfig | None] = LRUCache(maxsize=cache_size)
         self._last_refresh: dict[str, float] = {}
@@ -263,6 +266,21 @@ class ProviderHost:
 
     # --- devices -------------------------------------------------------------
 
+    def resolve(self, device: DeviceIdentifiers) -> LocalNic:
+        """The local NIC ``device`` means (MAC, then PCI address, then name)."""
+        return resolve_nic(self.context.host_root, device)
+
+    def _resolved(self, device: DeviceIdentifiers) -> tuple[str, DeviceIdentifiers]:
+        """(cache key, identifiers for plugins) for ``device``.
+
+        Plugins get the interface name, MAC and PCI address of the NIC the
+        identifiers resolve to, whatever form DRANET used (interface name,
+        DRA device name, MAC only, PCI only), so their answers do not depend
+        on the form.
+        """
+        nic = self.resolve(device)
+        return nic.identity, nic.identifiers()
+
     def _refresh_if_unknown(self, device: DeviceIdentifiers) -> InstanceSnapshot | None:
         """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach).
 
@@ -321,7 +339,7 @@ class ProviderHost:
     def device_attributes(self, device: DeviceIdentifiers) -> AttributeMap:
         """Validated attributes from the cloud plugin plus every enricher."""
         self._require_started()
-        key = device.key()
+        key, device = self._resolved(device)
         with self._lock:
             if key in self._attr_cache:
                 return dict(self._attr_cache[key])
@@ -363,7 +381,7 @@ class ProviderHost:
         self._require_started()
         if self.cloud is None or not self._serves(self.cloud, "cloud"):
             return None
-        key = device.key()
+        key, device = self._resolved(device)
         with self._lock:
             if key in self._config_cache:
                 cached = self._config_cache[key]
@@ -407,6 +425,7 @@ class ProviderHost:
                 status=404,
             )
         inst = self._instances.get(plugin)
+        _key, device = self._resolved(device)
         result = self.registry.call(
             plugin,
             "profile_config",
@@ -479,6 +498,10 @@ class ProviderHost:
                 dict.fromkeys([p for p in (self.profile, *self.profile_routes.values()) if p])
             )
         ok = True
+        try:
+            _key, device = self._resolved(device)
+        except Exception as exc:  # teardown never raises; the plugin resolves again
+            log.warning("device %s: could not resolve it on this node: %s", device.label(), exc)
         for plugin in plugins:
             try:
                 self.registry.call(

@@ -15,37 +15,96 @@ from dataclasses import dataclass, field
 from .context import InstanceSnapshot, ProviderContext
 from .errors import ConfigError, ProfileDenied
 from .hookspecs import hookimpl
+from .hostroot import HostRoot
 from .ipam.base import Owner
 from .iprange import IPRange
-from .models import DeviceIdentifiers, NetworkConfig
+from .models import DeviceIdentifiers, NetworkConfig, normalize_mac
+from .nic import LocalNic, decode_dra_name, described_nic, normalize_pci, resolve_nic
 from .subinterface import release_subinterface, subinterface_owner, subinterface_profile
 
 PLUGIN_NAME = "local-ipam"
 DEFAULT_PROFILE = "local-ipam"
 
 
+SELECTOR_KINDS = ("mac", "pci", "name")
+SELECTOR_HELP = (
+    "CIDR or START-END for every device, or per device: IFNAME=RANGE (an interface "
+    "name or a DRA device name such as pci-0000-00-05-0), mac=MAC=RANGE, "
+    "pci=0000:00:05.0=RANGE or name=IFNAME=RANGE"
+)
+
+Selector = tuple[str, str]  # (kind, value): ("mac", "42:01:..."), ("pci", ...), ("name", "eth1")
+
+
+def parse_selector(text: str, spec: str) -> Selector:
+    """``eth1``, ``pci-0000-00-05-0``, ``mac=..``, ``pci=..`` or ``name=..`` as a selector.
+
+    A DRA device name is decoded, so ``pci-0000-00-05-0=`` selects the PCI
+    function whatever its interface is called, and ``eth1=`` selects the NIC
+    named eth1 whatever name DRANET sends for it.
+    """
+    kind, sep, value = text.partition("=")
+    kind = kind.strip().lower()
+    if not sep:
+        kind, value = "name", text
+    value = value.strip()
+    if kind not in SELECTOR_KINDS or not value:
+        raise ConfigError(f"--ipam-range {spec!r}: expected {SELECTOR_HELP}")
+    if kind == "mac":
+        try:
+            return "mac", normalize_mac(value)
+        except ValueError as exc:
+            raise ConfigError(f"--ipam-range {spec!r}: {exc}") from None
+    if kind == "pci":
+        pci = normalize_pci(value)
+        if pci is None:
+            raise ConfigError(
+                f"--ipam-range {spec!r}: {value!r} is not a PCI address like 0000:00:05.0"
+            )
+        return "pci", pci
+    dra_pci, dra_if = decode_dra_name(value)
+    if dra_pci is not None:
+        return "pci", dra_pci
+    return "name", dra_if or value
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    """(selector text, range text); the selector is empty for a range for every device."""
+    head, sep, rest = spec.partition("=")
+    if not sep:
+        return "", spec
+    if head.strip().lower() in SELECTOR_KINDS and "=" in rest:
+        value, _, text = rest.rpartition("=")
+        return f"{head}={value}", text
+    return head, rest
+
+
 @dataclass
 class LocalIpamConfig:
-    """Ranges for every device, and per-device overrides (one per family each)."""
+    """Ranges for every device, and per-device overrides (one per family each).
+
+    A device override is selected by MAC, PCI address or name (an interface
+    name or a decoded DRA device name); when several match one NIC, the MAC
+    selector wins, then the PCI one, then the name.
+    """
 
     ranges: list[IPRange] = field(default_factory=list)
-    device_ranges: dict[str, list[IPRange]] = field(default_factory=dict)
+    device_ranges: dict[Selector, list[IPRange]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, specs: Sequence[str]) -> LocalIpamConfig:
-        """``10.0.0.0/24``, ``2001:db8::/64``, ``10.0.0.10-10.0.0.50`` or ``eth1=CIDR``."""
+        """Each spec: a range for every device, or ``SELECTOR=RANGE`` (:data:`SELECTOR_HELP`)."""
         cfg = cls()
         for spec in specs:
-            device, sep, text = spec.partition("=")
-            if not sep:
-                device, text = "", spec
+            selector_text, text = _split_spec(spec)
+            selector = parse_selector(selector_text, spec) if selector_text.strip() else None
             try:
                 rng = IPRange.parse(text)
             except ValueError as exc:
                 raise ConfigError(f"--ipam-range {spec!r}: {exc}") from None
-            bucket = cfg.device_ranges.setdefault(device.strip(), []) if device else cfg.ranges
+            bucket = cfg.device_ranges.setdefault(selector, []) if selector else cfg.ranges
             if any(r.version == rng.version for r in bucket):
-                where = f"device {device}" if device else "all devices"
+                where = f"device {selector[0]}={selector[1]}" if selector else "all devices"
                 raise ConfigError(
                     f"--ipam-range {spec!r}: {where} already has an IPv{rng.version} range; "
                     "give at most one range per family"
@@ -53,12 +112,35 @@ class LocalIpamConfig:
             bucket.append(rng)
         return cfg
 
-    def for_device(self, device: DeviceIdentifiers) -> list[IPRange]:
-        own = self.device_ranges.get(device.name, [])
+    def _own(self, nic: LocalNic) -> list[IPRange]:
+        """The NIC's own ranges: MAC selector first, then PCI, then names."""
+        wanted: list[Selector] = []
+        if nic.mac:
+            wanted.append(("mac", nic.mac))
+        if nic.pci_address:
+            wanted.append(("pci", nic.pci_address))
+        wanted += [("name", n) for n in nic.names]
+        own: list[IPRange] = []
+        for selector in wanted:
+            for rng in self.device_ranges.get(selector, []):
+                if all(r.version != rng.version for r in own):
+                    own.append(rng)
+        return own
+
+    def for_nic(self, nic: LocalNic) -> list[IPRange]:
+        """The NIC's ranges, one per family, its own before the defaults."""
+        own = self._own(nic)
         families = {r.version for r in own}
         return sorted(
             own + [r for r in self.ranges if r.version not in families], key=lambda r: r.version
         )
+
+    def for_device(
+        self, device: DeviceIdentifiers, host_root: HostRoot | None = None
+    ) -> list[IPRange]:
+        """:meth:`for_nic` for the NIC ``device`` resolves to under ``host_root``."""
+        nic = resolve_nic(host_root, device) if host_root is not None else described_nic(device)
+        return self.for_nic(nic)
 
     def __bool__(self) -> bool:
         return bool(self.ranges or self.device_ranges)
@@ -71,8 +153,8 @@ class LocalIpamPlugin:
         self.config = config
 
     @staticmethod
-    def owner(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-        return subinterface_owner(PLUGIN_NAME, device, claim_uid)
+    def owner(context: ProviderContext, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+        return subinterface_owner(context, PLUGIN_NAME, device, claim_uid)
 
     @hookimpl
     def profile_config(
@@ -84,11 +166,17 @@ class LocalIpamPlugin:
         config: NetworkConfig,
     ) -> NetworkConfig | None:
         def ranges() -> list[IPRange]:
-            found = self.config.for_device(device)
+            nic = resolve_nic(context.host_root, device)
+            found = self.config.for_nic(nic)
             if not found:
+                selector = (
+                    nic.ifname
+                    or (f"mac={nic.mac}" if nic.mac else None)
+                    or (f"pci={nic.pci_address}" if nic.pci_address else "IFNAME")
+                )
                 raise ProfileDenied(
                     f"local-ipam: no range for device {device.label()}; start the server with "
-                    f"--ipam-range CIDR or --ipam-range {device.name or 'IFNAME'}=CIDR",
+                    f"--ipam-range CIDR or --ipam-range {selector}=CIDR",
                     status=400,
                 )
             return found

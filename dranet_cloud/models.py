@@ -104,8 +104,15 @@ class DeviceIdentifiers(WireModel):
         return "/".join(parts)
 
     def key(self) -> str:
-        """Stable identity used for caches and IPAM owners."""
-        return self.name or self.mac or self.pci_address or ""
+        """The identity these identifiers alone give: ``mac:``, else ``pci:``, else ``name:``.
+
+        Caches and IPAM owners use :func:`dranet_cloud.nic.resolve_nic`, which
+        also looks at the node (a name-only call gets the NIC's MAC identity);
+        this is the same key for a NIC the node cannot see.
+        """
+        from .nic import described_nic
+
+        return described_nic(self).identity
 
 
 class DeviceAttribute(WireModel):

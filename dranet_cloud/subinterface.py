@@ -16,9 +16,10 @@ cloud specific.  Keeping the order here stops the copies from drifting:
 4. otherwise: allocate, from the provider's ``ranges()`` or with its own
    ``allocate`` routine.
 
-Every allocation is owned by ``Owner(pool, device.key(), claim_uid)``: a
-kubelet retry of the same claim gets the same addresses, and release frees
-by owner whatever the config says by then.
+Every allocation is owned by the claim on the NIC's stable identity
+(:func:`dranet_cloud.nic.nic_owner`: MAC, else PCI address, else name): a
+kubelet retry of the same claim gets the same addresses whatever name DRANET
+sends, and release frees by owner whatever the config says by then.
 
 Status codes follow the BYODP convention: a NIC with nothing to allocate
 from is a configuration problem (400, raised by the provider's ``ranges``);
@@ -36,6 +37,7 @@ from .errors import ProfileDenied
 from .ipam.base import IpamStore, Owner
 from .iprange import IPRange
 from .models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from .nic import nic_owner
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +46,11 @@ Allocator = Callable[[IpamStore, Owner], list[str]]
 StaticCheck = Callable[[Sequence[str]], None]
 
 
-def subinterface_owner(pool: str, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+def subinterface_owner(
+    context: ProviderContext, pool: str, device: DeviceIdentifiers, claim_uid: str
+) -> Owner:
     """Who holds a claim's addresses on a device, for ``pool`` (plugin name)."""
-    return Owner(pool, device.key(), claim_uid)
+    return nic_owner(context.host_root, pool, device, claim_uid)
 
 
 def subinterface_profile(
@@ -84,7 +88,7 @@ def subinterface_profile(
             "DHCP" if iface.dhcp else "an unnumbered interface",
         )
         return None
-    owner = subinterface_owner(pool, device, claim_uid)
+    owner = subinterface_owner(context, pool, device, claim_uid)
     if iface.addresses:
         static = list(iface.addresses)
         if check_static is not None:
@@ -113,7 +117,7 @@ def release_subinterface(
     context: ProviderContext, *, pool: str, device: DeviceIdentifiers, claim_uid: str
 ) -> bool:
     """Free what the claim holds on this device; releasing nothing is success."""
-    freed = context.ipam.release(subinterface_owner(pool, device, claim_uid))
+    freed = context.ipam.release(subinterface_owner(context, pool, device, claim_uid))
     if freed:
         log.info("%s: %s: claim %s released %s", pool, device.label(), claim_uid, ", ".join(freed))
     return True

@@ -9,7 +9,6 @@ from typing import Any
 from dranet_cloud.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.metadata import MetadataClient, resolve_endpoint
 from dranet_cloud.models import (
@@ -18,6 +17,7 @@ from dranet_cloud.models import (
     InterfaceConfig,
     NetworkConfig,
 )
+from dranet_cloud.nic import nic_owner
 from dranet_cloud.testing import Emulator, Request, Response, tree_response
 
 ENDPOINT_VAR = "FAKECLOUD_ENDPOINT"
@@ -110,7 +110,8 @@ class FakeProfile:
         if config.profile == "forbidden":
             raise ProfileDenied("profile 'forbidden' is not allowed here", status=409)
         addrs = context.ipam.allocate(
-            Owner("fakeprofile", device.key(), claim_uid), [ip_range_from_cidr("10.99.0.0/24")]
+            nic_owner(context.host_root, "fakeprofile", device, claim_uid),
+            [ip_range_from_cidr("10.99.0.0/24")],
         )
         return NetworkConfig(interface=InterfaceConfig(addresses=addrs))
 
@@ -125,7 +126,7 @@ class FakeProfile:
     ) -> bool:
         if claim_uid == "explode":
             raise RuntimeError("backend gone")
-        context.ipam.release(Owner("fakeprofile", device.key(), claim_uid))
+        context.ipam.release(nic_owner(context.host_root, "fakeprofile", device, claim_uid))
         return True
 
 

@@ -50,7 +50,7 @@ def db(tmp_path: Path) -> Path:
 def test_list_table(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["ipam", "list", "--ipam-db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["POOL", "DEVICE", "CLAIM", "ADDRESS", "KIND", "CREATED"]
+    assert lines[0].split() == ["POOL", "DEVICE", "NAMES", "CLAIM", "ADDRESS", "KIND", "CREATED"]
     assert set(lines[1]) == {"-", " "}
     assert len(lines) == 2 + 21
     assert any("192.168.7.7/32" in ln and "static" in ln for ln in lines)

@@ -100,10 +100,11 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
         "--ipam-range",
         action="append",
         default=[],
-        metavar="[IFNAME=]RANGE",
-        help="enable the built-in local-ipam profile provider with this range "
-        "(CIDR or START-END; one per family, or per device with IFNAME=; "
-        "repeatable)",
+        metavar="[SELECTOR=]RANGE",
+        help="enable the built-in local-ipam profile provider with this range: CIDR or "
+        "START-END for every device, or for one NIC with a selector: IFNAME=RANGE (an "
+        "interface name or a DRA device name such as pci-0000-00-05-0), mac=MAC=RANGE, "
+        "pci=0000:00:05.0=RANGE; one range per family each; repeatable",
     )
     g.add_argument(
         "--ipam-profile",
@@ -226,9 +227,11 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
 
 
 def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifiers:
-    """``eth1`` or ``name=eth1,mac=42:01:..,pci=0000:00:05.0``.
+    """``eth1``, ``pci-0000-00-05-0`` or ``name=eth1,mac=42:01:..,pci=0000:00:05.0``.
 
-    A bare name is completed with its MAC and PCI address from the host root.
+    Any subset works (``mac=..`` alone, ``pci=..`` alone): the host resolves
+    the NIC by MAC, then PCI address, then name.  With ``host_root`` the
+    identifiers are completed from the NIC they resolve to.
     """
     from ..models import DeviceIdentifiers, normalize_mac
 
@@ -251,12 +254,14 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
             mac = normalize_mac(mac)
         except ValueError as exc:
             raise ConfigError(f"--device {spec!r}: {exc}") from None
-    if host_root is not None and name and (mac is None or pci is None):
-        for dev in host_root.net_devices():
-            if dev.name == name:
-                mac = mac or dev.mac_address
-                pci = pci or dev.pci_address
-    return DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci)
+    device = DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci)
+    if host_root is not None:
+        from ..nic import resolve_nic
+
+        nic = resolve_nic(host_root, device)
+        if nic.found:
+            return nic.identifiers()
+    return device
 
 
 def read_config(path: str | None) -> NetworkConfig | None:

@@ -90,11 +90,23 @@ def _existing_store(args: argparse.Namespace) -> SqliteStore:
     return SqliteStore(path)
 
 
+def _names(alloc: Allocation) -> list[str]:
+    """Every name the NIC was seen under (interface and DRA device names)."""
+    names = {k.removeprefix("name:") for k in alloc.owner.keys if k.startswith("name:")}
+    if not alloc.owner.device.startswith(("mac:", "pci:", "name:")):
+        names.add(alloc.owner.device)  # an owner written before identities (schema 1)
+    return sorted(names)
+
+
 def _as_json(alloc: Allocation) -> dict[str, Any]:
+    claim = alloc.claim
     return {
         "pool": alloc.owner.pool,
         "device": alloc.owner.device,
+        "names": _names(alloc),
+        "keys": sorted(alloc.owner.keys),
         "claim_uid": alloc.owner.claim_uid,
+        "claim": claim.qualified_name if claim is not None else None,
         "address": alloc.address,
         "static": alloc.static,
         "created_at": alloc.created_at.isoformat(),
@@ -106,11 +118,12 @@ def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
         emit_json([_as_json(a) for a in allocs])
     elif allocs:
         emit_table(
-            ("POOL", "DEVICE", "CLAIM", "ADDRESS", "KIND", "CREATED"),
+            ("POOL", "DEVICE", "NAMES", "CLAIM", "ADDRESS", "KIND", "CREATED"),
             [
                 (
                     a.owner.pool,
                     a.owner.device,
+                    ",".join(_names(a)) or "-",
                     a.owner.claim_uid,
                     a.address,
                     "static" if a.static else "allocated",

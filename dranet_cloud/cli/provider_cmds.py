@@ -35,8 +35,9 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="name=eth1,mac=..,pci=.. or a bare name (repeatable); "
-        "default: every NIC under <host-root>/sys/class/net",
+        help="a NIC by interface or DRA device name (eth1, pci-0000-00-05-0), or "
+        "name=..,mac=..,pci=.. with any of the three (repeatable); default: every NIC "
+        "under <host-root>/sys/class/net and every network PCI function without a netdev",
     )
     p.set_defaults(func=run_describe)
 
@@ -51,7 +52,10 @@ def register(sub: Any) -> None:
         add_provider_flags(p, ipam=True)
         add_output_flag(p)
         p.add_argument(
-            "--device", required=True, metavar="SPEC", help="name=eth1,mac=..,pci=.. or a bare name"
+            "--device",
+            required=True,
+            metavar="SPEC",
+            help="eth1, pci-0000-00-05-0, or name=..,mac=..,pci=.. with any of the three",
         )
         p.add_argument("--claim-uid", required=True, metavar="UID")
         p.add_argument(
@@ -123,8 +127,12 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
     host = build_host(args)
     try:
         root = host.context.host_root
+        from ..nic import local_nics
+
         devices = (
-            [parse_device(s, root) for s in args.device] if args.device else root.net_devices()
+            [parse_device(s, root) for s in args.device]
+            if args.device
+            else [nic.identifiers() for nic in local_nics(root)]
         )
         out: dict[str, Any] = {
             "provider": host.cloud or "none",

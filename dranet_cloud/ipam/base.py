@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,14 +18,87 @@ class Owner:
     """Who holds an allocation: a pool (plugin or profile name), a device, a claim.
 
     Keying by claim UID is what makes a kubelet retry get the same addresses.
+    ``device`` is the NIC's stable identity (``mac:...``, else ``pci:...``,
+    else ``name:...``, see :mod:`dranet_cloud.nic`); ``keys`` is every form
+    the NIC may have been recorded under (its MAC, PCI address, interface
+    and DRA device names).  Equality and hashing use ``device`` only; the
+    stores use ``keys`` to find what the same NIC holds under another form
+    (:func:`linked`), and record them so ``ipam list`` can show every name.
     """
 
     pool: str
     device: str
     claim_uid: str
+    keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @property
+    def all_keys(self) -> frozenset[str]:
+        return self.keys | {self.device}
 
     def __str__(self) -> str:
         return f"{self.pool}/{self.device}/{self.claim_uid}"
+
+
+def _kind(key: str) -> int:
+    """3 for a MAC key, 2 for a PCI key, 1 for a name (or a schema-1 raw string)."""
+    if key.startswith("mac:"):
+        return 3
+    if key.startswith("pci:"):
+        return 2
+    return 1
+
+
+def linked(owner: Owner, device: str, recorded: frozenset[str]) -> bool:
+    """Whether rows held under identity ``device`` (recorded with ``recorded``
+    keys) belong to the same NIC as ``owner``.
+
+    Two different MACs, or two different PCI addresses, are two NICs, whatever
+    names they share: a name moves between NICs, so two strong identities are
+    linked only through a shared MAC or PCI key.  A weak (name-only) identity
+    on either side links through any shared key, which is how a release that
+    carries only a name finds what was allocated under the MAC, and how rows
+    written by schema 1 (keyed by name) are found under the new identity.
+    """
+    if device == owner.device:
+        return True
+    mine = owner.all_keys
+    theirs = recorded | {device}
+    for prefix in ("mac:", "pci:"):
+        a = {k for k in mine if k.startswith(prefix)}
+        b = {k for k in theirs if k.startswith(prefix)}
+        if a and b and not a & b:
+            return False
+    shared = mine & theirs
+    if _kind(owner.device) > 1 and _kind(device) > 1:
+        return any(_kind(k) > 1 for k in shared)
+    return bool(shared)
+
+
+def pick_identities(owner: Owner, held: dict[str, frozenset[str]]) -> tuple[str, list[str]]:
+    """``(identity to write new rows under, identities whose rows are this owner's)``.
+
+    ``held`` maps each identity holding rows for the owner's pool and claim to
+    its recorded keys.  New rows go under the strongest linked identity (the
+    owner's own on a tie), so a name-only call adds to the MAC's rows rather
+    than starting a second owner.  A name-only owner linked to two different
+    NICs is ambiguous: :class:`AddressConflict` rather than a guess.
+    """
+    from ..errors import AddressConflict
+
+    found = sorted(d for d, rec in held.items() if linked(owner, d, rec))
+    strong = [d for d in found if _kind(d) > 1 and d != owner.device]
+    if _kind(owner.device) == 1 and len({d for d in strong if _kind(d) == 3}) > 1:
+        raise AddressConflict(
+            f"ipam: {owner} matches allocations of several NICs ({', '.join(strong)}) for "
+            "the same claim; send the device's MAC or PCI address so the right one is used"
+        )
+    target = owner.device
+    for d in found:
+        if _kind(d) > _kind(target):
+            target = d
+    if owner.device not in found:
+        found.append(owner.device)
+    return target, found
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,13 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from ..errors import AddressConflict, RangeExhausted
 from ..iprange import IPRange, address_of
-from .base import Allocation, Owner
+from .base import Allocation, Owner, pick_identities
 from .freesearch import first_free
 from .requests import (
     InvalidIpamRequest,
@@ -66,6 +67,10 @@ class MemoryStore:
         self._by_key: dict[_Key, Allocation] = {}
         self._sorted: dict[int, list[int]] = {4: [], 6: []}
         self._by_owner: dict[Owner, dict[_Key, None]] = {}
+        # (pool, claim UID) -> identities holding rows; identity -> recorded keys
+        self._by_claim: dict[tuple[str, str], set[str]] = {}
+        self._keys: dict[str, set[str]] = {}
+        self._owners_of: dict[str, int] = {}  # identity -> owners (claims) holding rows
 
     # -- helpers (call with the lock held) ---------------------------------
 
@@ -80,25 +85,54 @@ class MemoryStore:
 
         return scan
 
-    def _held(self, owner: Owner) -> list[Allocation]:
-        keys = self._by_owner.get(owner, {})
-        return sorted((self._by_key[k] for k in keys), key=_holder_order)
+    def _identities(self, owner: Owner) -> tuple[Owner, list[Owner]]:
+        """The owner new rows go under, and every owner holding this NIC's rows."""
+        devices = self._by_claim.get((owner.pool, owner.claim_uid), set())
+        held = {d: frozenset(self._keys.get(d, ())) for d in devices}
+        target, found = pick_identities(owner, held)
+        main = Owner(owner.pool, target, owner.claim_uid, owner.all_keys)
+        return main, [Owner(owner.pool, d, owner.claim_uid) for d in found]
+
+    def _held(self, owners: Iterable[Owner]) -> list[Allocation]:
+        out = [self._by_key[k] for o in owners for k in self._by_owner.get(o, {})]
+        return sorted(out, key=_holder_order)
+
+    def _record(self, owner: Owner) -> None:
+        if owner in self._by_owner:  # keys live only as long as rows do
+            self._keys.setdefault(owner.device, set()).update(owner.all_keys)
 
     def _add(self, alloc: Allocation) -> None:
         key = _key_of(alloc)
         self._by_key[key] = alloc
         bisect.insort(self._sorted[key[0]], key[1])
-        self._by_owner.setdefault(alloc.owner, {})[key] = None
+        owner = alloc.owner
+        if owner not in self._by_owner:
+            self._owners_of[owner.device] = self._owners_of.get(owner.device, 0) + 1
+        self._by_owner.setdefault(owner, {})[key] = None
+        self._by_claim.setdefault((owner.pool, owner.claim_uid), set()).add(owner.device)
 
     def _remove(self, alloc: Allocation) -> None:
         key = _key_of(alloc)
         del self._by_key[key]
         values = self._sorted[key[0]]
         del values[bisect.bisect_left(values, key[1])]
-        keys = self._by_owner[alloc.owner]
+        owner = alloc.owner
+        keys = self._by_owner[owner]
         del keys[key]
         if not keys:
-            del self._by_owner[alloc.owner]
+            del self._by_owner[owner]
+            devices = self._by_claim[(owner.pool, owner.claim_uid)]
+            devices.discard(owner.device)
+            if not devices:
+                del self._by_claim[(owner.pool, owner.claim_uid)]
+            self._owners_of[owner.device] -= 1
+            if not self._owners_of[owner.device]:
+                del self._owners_of[owner.device]
+                self._keys.pop(owner.device, None)
+
+    def _with_keys(self, alloc: Allocation) -> Allocation:
+        recorded = frozenset(self._keys.get(alloc.owner.device, ()))
+        return replace(alloc, owner=replace(alloc.owner, keys=recorded))
 
     def _count_in(self, rng: IPRange) -> int:
         values = self._sorted[rng.version]
@@ -113,7 +147,8 @@ class MemoryStore:
     ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._lock:
-            held = self._held(owner)
+            main, owners = self._identities(owner)
+            held = self._held(owners)
             result: list[str] = []
             new: list[Allocation] = []
             now = self._clock()
@@ -138,12 +173,13 @@ class MemoryStore:
                         "with `dranet-cloud ipam gc` or configure a larger range"
                     )
                 alloc = Allocation(
-                    owner, host_cidr(address_of(rng.version, free)), False, now, claim
+                    main, host_cidr(address_of(rng.version, free)), False, now, claim
                 )
                 new.append(alloc)
                 result.append(alloc.address)
             for alloc in new:
                 self._add(alloc)
+            self._record(main)
             return result
 
     def reserve(
@@ -151,13 +187,14 @@ class MemoryStore:
     ) -> list[str]:
         wanted = parse_static(owner, addresses)
         with self._lock:
+            main, owners = self._identities(owner)
             new: list[Allocation] = []
             now = self._clock()
             for addr in wanted:
                 holder = self._by_key.get((addr.version, int(addr)))
                 if holder is None:
-                    new.append(Allocation(owner, host_cidr(addr), True, now, claim))
-                elif holder.owner != owner:
+                    new.append(Allocation(main, host_cidr(addr), True, now, claim))
+                elif holder.owner not in owners:
                     raise AddressConflict(
                         f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
                         f"(since {holder.created_at.isoformat()}); pick another address or "
@@ -165,11 +202,12 @@ class MemoryStore:
                     )
             for alloc in new:
                 self._add(alloc)
+            self._record(main)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
         with self._lock:
-            held = sorted(self._held(owner), key=_key_of)
+            held = sorted(self._held(self._identities(owner)[1]), key=_key_of)
             for alloc in held:
                 self._remove(alloc)
             return [a.address for a in held]
@@ -200,11 +238,11 @@ class MemoryStore:
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
         with self._lock:
-            return self._held(owner)
+            return [self._with_keys(a) for a in self._held(self._identities(owner)[1])]
 
     def list(self) -> list[Allocation]:
         with self._lock:
-            return sorted(self._by_key.values(), key=_list_order)
+            return sorted((self._with_keys(a) for a in self._by_key.values()), key=_list_order)
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

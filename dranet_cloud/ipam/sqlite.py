@@ -25,6 +25,7 @@ or reads the whole table.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import random
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import AddressConflict, ConfigError, ProviderUnavailable, RangeExhausted
 from ..iprange import IPRange, address_of
-from .base import Allocation, IpamStore, Owner
+from .base import Allocation, IpamStore, Owner, pick_identities
 from .freesearch import first_free
 from .memory import Clock, MemoryStore, utc_now
 from .requests import (
@@ -57,7 +58,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IPAM_DB = "/var/lib/dranet-cloud/ipam.db"
 IPAM_DB_ENV = "DRANET_CLOUD_IPAM_DB"
-SCHEMA_VERSION = 1
+# 1: the first release (owners keyed by DeviceIdentifiers.name or MAC or PCI).
+# 2: owners keyed by the NIC's stable identity, every key it was seen under in
+#    device_keys, and the claim's namespace/name/pods on each allocation.
+SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT = 30.0
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -69,10 +73,13 @@ CREATE TABLE IF NOT EXISTS allocations (
     addr_key   TEXT    NOT NULL,  -- address as fixed-width hex: text order = numeric order
     address    TEXT    NOT NULL,  -- host CIDR as handed out (10.0.0.5/32)
     pool       TEXT    NOT NULL,
-    device     TEXT    NOT NULL,
+    device     TEXT    NOT NULL,  -- the NIC's identity: mac:..., pci:... or name:...
     claim_uid  TEXT    NOT NULL,
     static     INTEGER NOT NULL CHECK (static IN (0, 1)),
     created_at REAL    NOT NULL,  -- seconds since the Unix epoch
+    claim_namespace TEXT,         -- NULL when the caller sent only the claim UID
+    claim_name      TEXT,
+    claim_pods      TEXT,         -- JSON [{"name": ..., "uid": ...}]
     UNIQUE (family, addr_key)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS allocations_one_dynamic_per_family
@@ -81,21 +88,93 @@ CREATE INDEX IF NOT EXISTS allocations_by_owner ON allocations (pool, device, cl
 CREATE INDEX IF NOT EXISTS allocations_by_age ON allocations (created_at);
 """
 
-_COLUMNS = "family, addr_key, address, pool, device, claim_uid, static, created_at"
-_Row = tuple[int, str, str, str, str, str, int, float]
+# Schema 2 additions; also what the migration from schema 1 runs.
+_SCHEMA_2 = """
+CREATE TABLE IF NOT EXISTS device_keys (
+    device TEXT NOT NULL,  -- an identity in allocations.device
+    key    TEXT NOT NULL,  -- a form the NIC was seen under: mac:, pci:, name:
+    PRIMARY KEY (device, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS allocations_by_claim ON allocations (claim_uid, pool);
+"""
+
+_CLAIM_COLUMNS = ("claim_namespace", "claim_name", "claim_pods")
+
+_COLUMNS = (
+    "family, addr_key, address, pool, device, claim_uid, static, created_at, "
+    "claim_namespace, claim_name, claim_pods"
+)
+_Row = tuple[int, str, str, str, str, str, int, float, str | None, str | None, str | None]
+
+
+def _statements(script: str) -> list[str]:
+    return [s for s in script.split(";") if s.strip()]
+
+
+def _migrate_from_1(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 inside the opener's transaction; every row is kept as it is.
+
+    Schema-1 owners hold a raw name, MAC or PCI address in ``device``; the
+    keys it stands for are recorded (``eth1`` -> ``name:eth1``,
+    ``pci-0000-00-05-0`` -> ``pci:0000:00:05.0`` too), so the NIC's new
+    identity finds them and a release in any form frees them.
+    """
+    from ..nic import legacy_keys
+
+    present = {row[1] for row in conn.execute("PRAGMA table_info(allocations)")}
+    for column in _CLAIM_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE allocations ADD COLUMN {column} TEXT")
+    for statement in _statements(_SCHEMA_2):
+        conn.execute(statement)
+    devices = [str(d) for (d,) in conn.execute("SELECT DISTINCT device FROM allocations")]
+    conn.executemany(
+        "INSERT OR IGNORE INTO device_keys (device, key) VALUES (?, ?)",
+        [(d, k) for d in devices for k in sorted(legacy_keys(d))],
+    )
+    log.info("ipam: migrated the IPAM database from schema 1 to 2 (%d devices)", len(devices))
 
 
 def _addr_key(family: int, value: int) -> str:
     return f"{value:08x}" if family == 4 else f"{value:032x}"
 
 
-def _to_allocation(row: _Row) -> Allocation:
-    _family, _key, address, pool, device, claim_uid, static, created = row
+def _claim_of(
+    claim_uid: str, namespace: str | None, name: str | None, pods: str | None
+) -> ClaimReference | None:
+    if namespace is None and name is None and pods is None:
+        return None
+    from ..claims import ClaimReference, PodReference
+
+    refs: list[PodReference] = []
+    try:
+        for pod in json.loads(pods) if pods else []:
+            if isinstance(pod, dict) and isinstance(pod.get("name"), str):
+                refs.append(PodReference(pod["name"], str(pod.get("uid") or "")))
+    except ValueError:
+        log.warning(
+            "ipam: claim %s: unreadable pod list %r, ignored",
+            claim_uid,
+            pods[:80] if pods else pods,
+        )
+    return ClaimReference(uid=claim_uid, namespace=namespace, name=name, pods=tuple(refs))
+
+
+def _claim_values(claim: ClaimReference | None) -> tuple[str | None, str | None, str | None]:
+    if claim is None:
+        return None, None, None
+    pods = json.dumps([{"name": p.name, "uid": p.uid} for p in claim.pods]) if claim.pods else None
+    return claim.namespace, claim.name, pods
+
+
+def _to_allocation(row: _Row, keys: frozenset[str] = frozenset()) -> Allocation:
+    _family, _key, address, pool, device, claim_uid, static, created, ns, name, pods = row
     return Allocation(
-        owner=Owner(pool, device, claim_uid),
+        owner=Owner(pool, device, claim_uid, keys),
         address=address,
         static=bool(static),
         created_at=datetime.fromtimestamp(created, timezone.utc),
+        claim=_claim_of(claim_uid, ns, name, pods),
     )
 
 
@@ -180,9 +259,10 @@ class SqliteStore:
                         f"ipam: {self.path} has schema version {version}, newer than this "
                         f"dranet-cloud understands ({SCHEMA_VERSION}); upgrade dranet-cloud"
                     )
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                if version == 1:
+                    _migrate_from_1(conn)
+                for statement in _statements(_SCHEMA) + _statements(_SCHEMA_2):
+                    conn.execute(statement)
                 if version < SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
@@ -247,25 +327,65 @@ class SqliteStore:
                     raise self._error(exc) from exc
                 raise
 
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[_Row]:
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several SELECTs that see one state, no write lock."""
         with self._lock:
             conn = self._connection()
             try:
-                return list(conn.execute(sql, params).fetchall())
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
     # -- queries used inside a transaction ------------------------------------
 
     @staticmethod
-    def _owner_rows(conn: sqlite3.Connection, owner: Owner) -> list[_Row]:
+    def _identities(conn: sqlite3.Connection, owner: Owner) -> tuple[Owner, list[str]]:
+        """The owner new rows go under, and every identity holding this NIC's rows.
+
+        A claim holds rows on a few devices at most, so the candidates are
+        that claim's identities in this pool and their recorded keys.
+        """
+        devices = [
+            str(d)
+            for (d,) in conn.execute(
+                "SELECT DISTINCT device FROM allocations WHERE claim_uid = ? AND pool = ?",
+                (owner.claim_uid, owner.pool),
+            )
+        ]
+        held: dict[str, frozenset[str]] = {}
+        for device in devices:
+            rows = conn.execute("SELECT key FROM device_keys WHERE device = ?", (device,))
+            held[device] = frozenset(str(k) for (k,) in rows)
+        target, found = pick_identities(owner, held)
+        return Owner(owner.pool, target, owner.claim_uid, owner.all_keys), found
+
+    @staticmethod
+    def _rows_of(conn: sqlite3.Connection, owner: Owner, devices: Sequence[str]) -> list[_Row]:
+        marks = ", ".join("?" for _ in devices)
         return list(
             conn.execute(
-                f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? "
-                "AND claim_uid = ? ORDER BY static, family, addr_key",
-                (owner.pool, owner.device, owner.claim_uid),
+                f"SELECT {_COLUMNS} FROM allocations WHERE claim_uid = ? AND pool = ? "
+                f"AND device IN ({marks}) ORDER BY static, family, addr_key",
+                (owner.claim_uid, owner.pool, *devices),
             ).fetchall()
         )
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, owner: Owner) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO device_keys (device, key) VALUES (?, ?)",
+            [(owner.device, k) for k in sorted(owner.all_keys)],
+        )
+
+    @staticmethod
+    def _forget_unused_keys(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM device_keys WHERE device NOT IN (SELECT device FROM allocations)")
 
     @staticmethod
     def _scan(conn: sqlite3.Connection, family: int) -> Callable[[int, int], Iterator[int]]:
@@ -287,7 +407,7 @@ class SqliteStore:
     def _insert(conn: sqlite3.Connection, alloc: Allocation) -> None:
         addr = ipaddress.ip_interface(alloc.address).ip
         conn.execute(
-            f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 addr.version,
                 _addr_key(addr.version, int(addr)),
@@ -297,6 +417,7 @@ class SqliteStore:
                 alloc.owner.claim_uid,
                 int(alloc.static),
                 alloc.created_at.timestamp(),
+                *_claim_values(alloc.claim),
             ),
         )
 
@@ -307,7 +428,8 @@ class SqliteStore:
     ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._transaction() as conn:
-            held = self._owner_rows(conn, owner)
+            main, devices = self._identities(conn, owner)
+            held = self._rows_of(conn, owner, devices)
             now = self._clock()
             result: list[str] = []
             for rng in wanted:
@@ -332,9 +454,13 @@ class SqliteStore:
                         f"{owner} ({rng.size} of {rng.size} held); free addresses with "
                         "`dranet-cloud ipam gc` or configure a larger range"
                     )
-                alloc = Allocation(owner, host_cidr(address_of(rng.version, free)), False, now)
+                alloc = Allocation(
+                    main, host_cidr(address_of(rng.version, free)), False, now, claim
+                )
                 self._insert(conn, alloc)
                 result.append(alloc.address)
+            if held or result:
+                self._record(conn, main)
             return result
 
     def reserve(
@@ -342,6 +468,7 @@ class SqliteStore:
     ) -> list[str]:
         wanted = parse_static(owner, addresses)
         with self._transaction() as conn:
+            main, devices = self._identities(conn, owner)
             now = self._clock()
             for addr in wanted:
                 row = conn.execute(
@@ -349,28 +476,32 @@ class SqliteStore:
                     (addr.version, _addr_key(addr.version, int(addr))),
                 ).fetchone()
                 if row is None:
-                    self._insert(conn, Allocation(owner, host_cidr(addr), True, now))
+                    self._insert(conn, Allocation(main, host_cidr(addr), True, now, claim))
                     continue
                 holder = _to_allocation(row)
-                if holder.owner != owner:
+                same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid
+                if not same or holder.owner.device not in devices:
                     raise AddressConflict(
                         f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
                         f"(since {holder.created_at.isoformat()}); pick another address or "
                         "release the holder's claim"
                     )
+            if wanted:
+                self._record(conn, main)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
         with self._transaction() as conn:
+            _main, devices = self._identities(conn, owner)
+            marks = ", ".join("?" for _ in devices)
+            where = f"claim_uid = ? AND pool = ? AND device IN ({marks})"
+            params = (owner.claim_uid, owner.pool, *devices)
             rows = conn.execute(
-                "SELECT address FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
-                "ORDER BY family, addr_key",
-                (owner.pool, owner.device, owner.claim_uid),
+                f"SELECT address FROM allocations WHERE {where} ORDER BY family, addr_key", params
             ).fetchall()
-            conn.execute(
-                "DELETE FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ?",
-                (owner.pool, owner.device, owner.claim_uid),
-            )
+            conn.execute(f"DELETE FROM allocations WHERE {where}", params)
+            if rows:
+                self._forget_unused_keys(conn)
             return [str(address) for (address,) in rows]
 
     def collect(
@@ -406,24 +537,45 @@ class SqliteStore:
                 params,
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
+            if rows:
+                self._forget_unused_keys(conn)
             if live is not None:
                 conn.execute("DELETE FROM temp.live_claims")
         return [_to_allocation(row) for row in rows]
 
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM allocations WHERE pool = ? AND device = ? AND claim_uid = ? "
-            "ORDER BY static, family, addr_key",
-            (owner.pool, owner.device, owner.claim_uid),
-        )
-        return [_to_allocation(row) for row in rows]
+        with self._snapshot() as conn:
+            _main, devices = self._identities(conn, owner)
+            rows = self._rows_of(conn, owner, devices)
+            keys = self._keys_of(conn, devices)
+        return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
+
+    @staticmethod
+    def _keys_of(
+        conn: sqlite3.Connection, devices: Iterable[str] | None
+    ) -> dict[str, frozenset[str]]:
+        if devices is None:
+            rows = conn.execute("SELECT device, key FROM device_keys").fetchall()
+        else:
+            wanted = sorted(set(devices))
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                f"SELECT device, key FROM device_keys WHERE device IN ({marks})", wanted
+            ).fetchall()
+        out: dict[str, set[str]] = {}
+        for device, key in rows:
+            out.setdefault(str(device), set()).add(str(key))
+        return {d: frozenset(k) for d, k in out.items()}
 
     def list(self) -> list[Allocation]:
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM allocations ORDER BY pool, device, claim_uid, family, addr_key"
-        )
-        return [_to_allocation(row) for row in rows]
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM allocations "
+                "ORDER BY pool, device, claim_uid, family, addr_key"
+            ).fetchall()
+            keys = self._keys_of(conn, None)
+        return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
 
     def close(self) -> None:
         """Close the connection; later calls raise.  Closing twice is fine."""

@@ -13,6 +13,7 @@ import logging
 
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.nic import resolve_nic
 
 from .constants import ATTRIBUTE_DOMAIN, ERDMA_PREFIX, PLUGIN
 from .snapshot import AliyunInstance
@@ -31,13 +32,8 @@ VSWITCH_ID = f"{ATTRIBUTE_DOMAIN}/vswitchId"
 
 
 def device_pci_address(host_root: HostRoot, device: DeviceIdentifiers) -> str | None:
-    """The device's PCI address as given, else from ``/sys/class/net/<name>/device``."""
-    if device.pci_address:
-        return device.pci_address.lower()
-    if device.name:
-        pci = host_root.pci_address(device.name)
-        return pci.lower() if pci else None
-    return None
+    """The PCI address of the local NIC ``device`` resolves to (MAC, PCI, then name)."""
+    return resolve_nic(host_root, device).pci_address
 
 
 def is_erdma(host_root: HostRoot, device: DeviceIdentifiers) -> bool:
@@ -76,7 +72,7 @@ def device_attributes(
     _put_string(out, INSTANCE_TYPE, instance.instance_type, device)
     _put_string(out, REGION_ID, instance.region_id, device)
     _put_string(out, ZONE_ID, instance.zone_id, device)
-    nic = instance.nic_for(device)
+    nic = instance.nic_for(resolve_nic(host_root, device).identifiers())
     if nic is not None:
         _put_string(out, NETWORK_INTERFACE_ID, nic.network_interface_id, device)
         _put_string(out, VPC_ID, nic.vpc_id, device)

@@ -19,6 +19,7 @@ from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import IPRange
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.nic import resolve_nic
 from dranet_cloud.subinterface import (
     release_subinterface,
     subinterface_owner,
@@ -27,20 +28,20 @@ from dranet_cloud.subinterface import (
 
 from .constants import PLUGIN
 from .eflo import eflo_block, eflo_range, nic_prefix
-from .routing import is_lacp_bond
 
 log = logging.getLogger(__name__)
 
 
-def owner_for(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    return subinterface_owner(PLUGIN, device, claim_uid)
+def owner_for(context: ProviderContext, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+    return subinterface_owner(context, PLUGIN, device, claim_uid)
 
 
 def _eflo_ranges(context: ProviderContext, device: DeviceIdentifiers) -> list[IPRange]:
     """The eflo block of the device's /64; a 400 naming the device when it has none."""
-    prefix = nic_prefix(context.host_root, device.name) if device.name else None
+    local = resolve_nic(context.host_root, device)
+    prefix = nic_prefix(context.host_root, local.ifname) if local.ifname else None
     if prefix is None:
-        kind = "LACP bond" if is_lacp_bond(context.host_root, device) else "NIC"
+        kind = "LACP bond" if local.is_lacp_bond else "NIC"
         raise ProfileDenied(
             f"{PLUGIN}: {kind} {device.label()} has no global IPv6 /64 in /proc/net/if_inet6 "
             f"(host root {context.host_root.root}), so there is no eflo block "

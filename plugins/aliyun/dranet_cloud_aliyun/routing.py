@@ -41,6 +41,7 @@ from dranet_cloud.models import (
     RouteConfig,
     RuleConfig,
 )
+from dranet_cloud.nic import LocalNic, resolve_nic
 
 from .constants import LACP_MODE, PLUGIN
 from .snapshot import AliyunInstance, AliyunNic
@@ -55,31 +56,26 @@ EFLO_PROFILE = "alibaba.dra.net/eflo"
 
 def is_lacp_bond(host_root: HostRoot, device: DeviceIdentifiers) -> bool:
     """Whether ``device`` is a bond in 802.3ad (LACP) mode on this node."""
-    return bool(device.name) and host_root.bonding_mode(device.name) == LACP_MODE
+    return resolve_nic(host_root, device).bond_mode == LACP_MODE
 
 
-def route_table_for(host_root: HostRoot, ifname: str) -> int | None:
+def route_table_for(nic: LocalNic) -> int | None:
     """``256 + ifindex``, or ``None`` when the ifindex is unknown or too large."""
-    raw = host_root.read_text(f"/sys/class/net/{ifname}/ifindex") if ifname else None
-    if raw is None or not raw.isdigit() or int(raw) < 1:
+    ifindex = nic.ifindex
+    if ifindex is None or ifindex < 1:
         return None
-    table = TABLE_BASE + int(raw)
+    table = TABLE_BASE + ifindex
     if table > TABLE_MAX:
         log.warning(
-            "%s: NIC %s has ifindex %s, so its routing table %d would collide with DRANET's "
+            "%s: NIC %s has ifindex %d, so its routing table %d would collide with DRANET's "
             "VRF tables (1000+); no policy routing for it",
             PLUGIN,
-            ifname,
-            raw,
+            nic.label(),
+            ifindex,
             table,
         )
         return None
     return table
-
-
-def _mtu(host_root: HostRoot, ifname: str) -> int | None:
-    raw = host_root.read_text(f"/sys/class/net/{ifname}/mtu") if ifname else None
-    return int(raw) if raw is not None and raw.isdigit() and int(raw) > 0 else None
 
 
 def _ip(text: str | None, version: int) -> str | None:
@@ -129,9 +125,16 @@ def _family_routing(
 
 
 def nic_config(host_root: HostRoot, nic: AliyunNic, device: DeviceIdentifiers) -> NetworkConfig:
-    """MTU and per-NIC policy routing for an ENI the metadata describes."""
-    config = NetworkConfig(interface=InterfaceConfig(mtu=_mtu(host_root, device.name)))
-    table = route_table_for(host_root, device.name)
+    """MTU and per-NIC policy routing for an ENI the metadata describes.
+
+    The MTU and ifindex are the local NIC's, found by MAC, then PCI address,
+    then name: DRANET may send a DRA device name (``pci-0000-00-06-0``) that
+    no ``/sys/class/net`` entry carries.
+    """
+    local = resolve_nic(host_root, device)
+    mtu = local.mtu if local.mtu is not None and local.mtu > 0 else None
+    config = NetworkConfig(interface=InterfaceConfig(mtu=mtu))
+    table = route_table_for(local)
     if table is None:
         return config
     routes: list[RouteConfig] = []
@@ -176,9 +179,10 @@ def device_config(
     host_root: HostRoot, instance: AliyunInstance | None, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
     """The bond config, the ENI config, or ``None`` for a NIC this plugin knows nothing of."""
-    if is_lacp_bond(host_root, device):
+    local = resolve_nic(host_root, device)
+    if local.bond_mode == LACP_MODE:
         return bond_config()
-    nic = instance.nic_for(device) if instance is not None else None
+    nic = instance.nic_for(local.identifiers()) if instance is not None else None
     if nic is None:
         return None
     return nic_config(host_root, nic, device)

@@ -3,7 +3,7 @@ sample host roots, and contexts pointing at them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ from dranet_cloud_aliyun.emulator import EcsMetadataHandler, build_emulator
 from dranet_cloud_aliyun.sample_hosts import sample_host
 
 from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.testing import Emulator, SocketGuard
@@ -77,3 +78,27 @@ def erdma_context(ecs_emulator: Emulator, erdma_sample: SampleHost) -> ProviderC
 def bond_context(bond_sample: SampleHost) -> ProviderContext:
     """The LACP-bond sample host; no endpoint (profile and config need none)."""
     return _context(bond_sample.root, {})
+
+
+def _started_host(root: Path, env: dict[str, str]) -> ProviderHost:
+    host = ProviderHost(
+        cloud_provider_hint="aliyun", host_root=str(root), env=env, ipam=MemoryStore()
+    )
+    host.start()
+    return host
+
+
+@pytest.fixture
+def started_host() -> Callable[[Path, dict[str, str]], ProviderHost]:
+    """Start a host with the aliyun cloud plugin on a root, with an in-memory IPAM."""
+    return _started_host
+
+
+@pytest.fixture
+def erdma_host(ecs_emulator: Emulator, erdma_sample: SampleHost) -> Iterator[ProviderHost]:
+    """The eRDMA sample host served by the aliyun plugin against the emulator."""
+    host = _started_host(erdma_sample.root, ecs_emulator.env)
+    try:
+        yield host
+    finally:
+        host.close()

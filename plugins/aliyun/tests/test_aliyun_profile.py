@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,15 +137,12 @@ def test_profile_get_and_release_through_the_cli(
 
 
 @pytest.fixture
-def bond_host(ecs_emulator: Emulator, bond_sample: SampleHost) -> ProviderHost:
-    host = ProviderHost(
-        cloud_provider_hint="aliyun",
-        host_root=str(bond_sample.root),
-        env=ecs_emulator.env,
-        ipam=MemoryStore(),
-    )
-    host.start()
-    return host
+def bond_host(
+    ecs_emulator: Emulator,
+    bond_sample: SampleHost,
+    started_host: Callable[[Path, dict[str, str]], ProviderHost],
+) -> ProviderHost:
+    return started_host(bond_sample.root, ecs_emulator.env)
 
 
 def test_release_frees_the_address_for_the_next_claim(bond_host: ProviderHost) -> None:

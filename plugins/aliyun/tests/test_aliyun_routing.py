@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from dranet_cloud_aliyun import plugin
@@ -11,11 +12,12 @@ from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic
 from dranet_cloud.context import ProviderContext, SampleHost
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers, validate_network_config
+from dranet_cloud.nic import resolve_nic
 from dranet_cloud.testing import Emulator, HostRootBuilder
 
 RDMA0 = "00:16:3e:2c:8a:11"
+StartHost = Callable[[Path, dict[str, str]], ProviderHost]
 
 
 def _instance(**overrides: str | None) -> AliyunInstance:
@@ -69,7 +71,7 @@ def test_eni_gets_a_table_of_its_own(erdma_sample: SampleHost) -> None:
 
 def test_tables_differ_per_nic_and_avoid_reserved_numbers(erdma_sample: SampleHost) -> None:
     hr = HostRoot(erdma_sample.root)
-    tables = [route_table_for(hr, d.name) for d in hr.net_devices()]
+    tables = [route_table_for(resolve_nic(hr, d)) for d in hr.net_devices()]
     assert None not in tables
     assert len(set(tables)) == len(tables)
     assert all(t is not None and 255 < t < 1000 for t in tables)
@@ -79,7 +81,7 @@ def test_no_policy_routing_without_a_usable_ifindex(tmp_path: Path) -> None:
     root = HostRootBuilder(tmp_path).nic("eth1", RDMA0).build()
     (root / "sys/class/net/eth1/ifindex").write_text("800\n")  # 1056: DRANET's VRF range
     hr = HostRoot(root)
-    assert route_table_for(hr, "eth1") is None
+    assert route_table_for(resolve_nic(hr, DeviceIdentifiers(name="eth1"))) is None
     dev = DeviceIdentifiers(name="eth1", mac_address=RDMA0)
     config = plugin.device_config(
         context=ProviderContext(host_root=hr), instance=_instance(), device=dev
@@ -148,14 +150,10 @@ def test_other_bond_modes_are_not_ipvlan(tmp_path: Path) -> None:
     )
 
 
-def test_bond_config_through_the_host(ecs_emulator: Emulator, bond_sample: SampleHost) -> None:
-    host = ProviderHost(
-        cloud_provider_hint="aliyun",
-        host_root=str(bond_sample.root),
-        env=ecs_emulator.env,
-        ipam=MemoryStore(),
-    )
-    host.start()
+def test_bond_config_through_the_host(
+    ecs_emulator: Emulator, bond_sample: SampleHost, started_host: StartHost
+) -> None:
+    host = started_host(bond_sample.root, ecs_emulator.env)
     try:
         config = host.device_config(
             DeviceIdentifiers(name="bond0", mac_address="00:16:3e:5d:01:a0")
@@ -165,3 +163,25 @@ def test_bond_config_through_the_host(ecs_emulator: Emulator, bond_sample: Sampl
         host.close()
     assert config is not None and config.to_wire()["interface"]["type"] == "ipvlan"
     assert eth0 is not None and eth0.routes
+
+
+def test_a_pci_nic_named_by_dranet_gets_its_mtu_and_policy_routing(
+    erdma_sample: SampleHost, erdma_host: ProviderHost
+) -> None:
+    """Gen1 DRANET names eth1 ``pci-0000-00-06-0``; no /sys/class/net entry has that name."""
+    context, eth1 = _eth1(erdma_sample)
+    assert eth1.pci_address == "0000:00:06.0"
+    expected = plugin.device_config(context=context, instance=_instance(), device=eth1)
+    assert expected is not None and expected.interface.mtu == 8500 and expected.rules
+    for device in (
+        DeviceIdentifiers(name="pci-0000-00-06-0", mac_address=RDMA0, pci_address="0000:00:06.0"),
+        DeviceIdentifiers(name="pci-0000-00-06-0"),
+        DeviceIdentifiers(pci_address="0000:00:06.0"),
+        DeviceIdentifiers(mac_address=RDMA0),
+    ):
+        got = plugin.device_config(context=context, instance=_instance(), device=device)
+        assert got == expected, device
+    by_name = erdma_host.device_config(DeviceIdentifiers(name="eth1", mac_address=RDMA0))
+    by_dra = erdma_host.device_config(DeviceIdentifiers(name="pci-0000-00-06-0"))
+    assert by_name is not None and by_name.interface.mtu == 8500 and by_name.rules
+    assert by_dra == by_name

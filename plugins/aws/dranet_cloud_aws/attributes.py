@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.nic import resolve_nic
 
 from .snapshot import AwsInstance, Eni
 
@@ -68,20 +69,23 @@ def eni_attributes(eni: Eni, *, efa: bool | None) -> AttributeMap:
 
 
 def pci_driver(context: ProviderContext, device: DeviceIdentifiers) -> str | None:
-    """The kernel driver of the NIC's PCI function, read through the host root."""
-    pci = device.pci_address
-    if not pci and device.name:
-        pci = context.host_root.pci_address(device.name)
-    if not pci:
+    """The kernel driver of the NIC's PCI function, read through the host root.
+
+    The NIC is resolved by MAC, then PCI address, then name, so a PCI-only
+    device (an EFA function has no netdev) and a DRA device name both work.
+    """
+    nic = resolve_nic(context.host_root, device)
+    if not nic.pci_address:
         return None
-    return context.host_root.pci_driver(pci)
+    return nic.driver or context.host_root.pci_driver(nic.pci_address)
 
 
 def device_attributes(
     context: ProviderContext, instance: AwsInstance, device: DeviceIdentifiers
 ) -> AttributeMap:
     out = instance_attributes(instance)
-    eni = instance.eni(device.mac)
+    nic = resolve_nic(context.host_root, device)
+    eni = instance.eni(nic.mac)
     if eni is not None:
         driver = pci_driver(context, device)
         out.update(eni_attributes(eni, efa=driver == EFA_DRIVER))

@@ -45,7 +45,7 @@ def test_prefix_allocation_one_address_per_family(
     assert v4.endswith("/32") and _in(v4, "10.0.32.48/28", "10.0.32.96/28")
     assert v6.endswith("/128") and _in(v6, "2600:1f16:8c2:1a20:7e3f::/80")
     owners = {a.owner for a in ctx.ipam.list()}
-    assert owners == {Owner("aws", "ens6", "claim-1")}
+    assert owners == {Owner("aws", PREFIX_ENI.key(), "claim-1")}
 
 
 def test_repeat_is_identical_and_allocates_nothing(

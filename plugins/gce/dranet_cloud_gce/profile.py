@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 SUBINTERFACE_MARKER = 0xC0DE
 
 
-def owner_for(device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    return subinterface_owner(PLUGIN, device, claim_uid)
+def owner_for(context: ProviderContext, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+    return subinterface_owner(context, PLUGIN, device, claim_uid)
 
 
 def subinterface_ranges(nic: GceNic) -> tuple[list[IPRange], list[str]]:

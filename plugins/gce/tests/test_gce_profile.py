@@ -90,7 +90,7 @@ def test_release_frees_by_owner_whatever_the_config(
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", None) is True
     held = ipam_context.ipam.list()
     assert {a.address for a in held} == set(b)
-    assert all(a.owner == Owner("gce", "eth0", "claim-b") for a in held)
+    assert all(a.owner == Owner("gce", dev.key(), "claim-b") for a in held)
     # Idempotent, and unknown claims are fine.
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", IPVLAN) is True
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "never", None) is True
@@ -192,9 +192,12 @@ def test_owners_are_per_device(ipam_context: ProviderContext, gce_tree: dict[str
     _get(ipam_context, inst, dev0, "same-claim")
     _get(ipam_context, inst, dev1, "same-claim")
     owners = {a.owner for a in ipam_context.ipam.list()}
-    assert owners == {Owner("gce", "eth0", "same-claim"), Owner("gce", "eth1", "same-claim")}
+    assert owners == {
+        Owner("gce", dev0.key(), "same-claim"),
+        Owner("gce", dev1.key(), "same-claim"),
+    }
     plugin.release_profile_config(ipam_context, inst, dev1, "same-claim", None)
-    assert {a.owner for a in ipam_context.ipam.list()} == {Owner("gce", "eth0", "same-claim")}
+    assert {a.owner for a in ipam_context.ipam.list()} == {Owner("gce", dev0.key(), "same-claim")}
 
 
 def test_without_a_gce_snapshot_the_claim_is_denied(

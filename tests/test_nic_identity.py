@@ -1,0 +1,339 @@
+"""One identity for a NIC: the resolver, host caches, IPAM owners, the
+schema-1 migration and ``--ipam-range`` selectors."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.claims import ClaimReference, PodReference
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.errors import ConfigError
+from dranet_cloud.host import ProviderHost
+from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
+from dranet_cloud.ipam.base import IpamStore
+from dranet_cloud.iprange import IPRange
+from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.nic import (
+    decode_dra_name,
+    dra_device_name,
+    dra_interface_name,
+    local_nics,
+    nic_owner,
+    resolve_nic,
+)
+from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.testing import HostRootBuilder
+
+from .fakeplugins import ENDPOINT_VAR, FakeCloud, fake_emulator
+
+DATA = Path(__file__).parent / "data"
+MAC_A, MAC_B = "42:01:0a:00:00:0a", "42:01:0a:00:00:0b"
+PCI_A, PCI_B = "0000:00:05.0", "0000:00:06.0"
+V4 = IPRange.parse("10.20.0.0/24")
+
+
+def node(root: Path) -> HostRoot:
+    """eth1 (PCI NIC A), eth0.100 (not a DNS label), an EFA function with no netdev."""
+    (
+        HostRootBuilder(root)
+        .dmi(sys_vendor="FakeCloud")
+        .nic("eth1", MAC_A, mtu=9000, pci=PCI_A, driver="gve")
+        .nic("eth0.100", "42:01:0a:00:00:0c", mtu=1500)
+        .pci_device("0000:00:07.0", driver="efa")
+        .build()
+    )
+    return HostRoot(root)
+
+
+def forms(mac: str = MAC_A, pci: str = PCI_A, ifname: str = "eth1") -> list[DeviceIdentifiers]:
+    """The same NIC as DRANET may name it: gen2, gen1, MAC only, PCI only."""
+    return [
+        DeviceIdentifiers(name=ifname, mac_address=mac, pci_address=pci),
+        DeviceIdentifiers(name=dra_device_name(ifname, pci) or "", mac_address=mac),
+        DeviceIdentifiers(name=ifname),
+        DeviceIdentifiers(name=dra_device_name(ifname, pci) or ""),
+        DeviceIdentifiers(mac_address=mac),
+        DeviceIdentifiers(pci_address=pci),
+    ]
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+def test_dra_names_round_trip_like_dranet() -> None:
+    assert dra_device_name("eth1", PCI_A) == "pci-0000-00-05-0"
+    assert dra_device_name("eth1", None) == "eth1"
+    # Not a DNS-1123 label: "net-" + lower-case unpadded base32 (DRANET pkg/names).
+    assert dra_interface_name("eth0.100") == "net-mv2gqmbogeyda"
+    assert dra_interface_name("Eth_1").startswith("net-")
+    assert decode_dra_name("pci-0000-8a-00-0") == ("0000:8a:00.0", None)
+    assert decode_dra_name("net-mv2gqmbogeyda") == (None, "eth0.100")
+    assert decode_dra_name("eth1") == (None, None)
+    assert decode_dra_name("net-!!") == (None, None)
+
+
+# --- the resolver ---------------------------------------------------------------------------
+
+
+def test_every_form_resolves_to_the_same_nic(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    nics = [resolve_nic(root, d) for d in forms()]
+    assert {n.identity for n in nics} == {f"mac:{MAC_A}"}
+    for nic in nics:
+        assert (nic.ifname, nic.mac, nic.pci_address, nic.found) == ("eth1", MAC_A, PCI_A, True)
+        assert (nic.mtu, nic.driver, nic.ifindex) == (9000, "gve", 2)
+        assert nic.names == ("eth1", "pci-0000-00-05-0")
+    odd = resolve_nic(root, DeviceIdentifiers(name="net-mv2gqmbogeyda"))
+    assert (odd.ifname, odd.found) == ("eth0.100", True)
+
+
+def test_a_conflict_is_resolved_by_mac_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = node(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.nic")
+    nic = resolve_nic(root, DeviceIdentifiers(name="eth0.100", mac_address=MAC_A))
+    assert nic.ifname == "eth1"
+    assert "answering for eth1" in caplog.text and "eth0.100" in caplog.text
+
+
+def test_a_pci_function_without_netdev_is_found_and_listed(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    efa = resolve_nic(root, DeviceIdentifiers(name="", pci_address="0000:00:07.0"))
+    assert (efa.found, efa.ifname, efa.mac, efa.driver) == (True, None, None, "efa")
+    assert efa.identity == "pci:0000:00:07.0"
+    assert efa.identifiers().to_wire() == {"pci_address": "0000:00:07.0", "name": ""}
+    by_gen1_name = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0"))
+    assert by_gen1_name.identity == efa.identity and by_gen1_name.found
+    assert [n.pci_address for n in local_nics(root) if n.ifname is None] == ["0000:00:07.0"]
+
+
+def test_a_nic_the_node_cannot_see_keeps_the_identity_it_was_sent(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    gone = resolve_nic(root, DeviceIdentifiers(name="eth1", mac_address=MAC_B))
+    # Another NIC carries the name now; a MAC no NIC has is not answered by name.
+    assert (gone.found, gone.identity, gone.mtu) == (False, f"mac:{MAC_B}", None)
+    moved = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-09-0"))
+    assert (moved.found, moved.identity) == (False, "pci:0000:00:09.0")
+
+
+# --- host caches: two NICs taking turns under one name ------------------------------------
+
+
+def test_two_nics_taking_turns_under_one_name_never_share_answers(tmp_path: Path) -> None:
+    """Fails on e159219, whose caches were keyed by ``name``."""
+    root = tmp_path / "root"
+    HostRootBuilder(root).dmi(sys_vendor="FakeCloud").nic("eth1", MAC_A).build()
+    reg = PluginRegistry(load_entry_points=False)
+    reg.register(FakeCloud(), "fakecloud")
+    with fake_emulator({MAC_A: 1500, MAC_B: 8896}) as emu:
+        host = ProviderHost(
+            cloud_provider_hint="fakecloud",
+            host_root=str(root),
+            registry=reg,
+            env={ENDPOINT_VAR: emu.url},
+        )
+        host.start()
+
+        def mtu(device: DeviceIdentifiers) -> object:
+            attrs = host.device_attributes(device)
+            config = host.device_config(device)
+            assert config is not None
+            assert attrs["fake.dra.net/mtu"].int_ == config.interface.mtu
+            return config.interface.mtu
+
+        assert mtu(DeviceIdentifiers(name="eth1", mac_address=MAC_A)) == 1500
+        assert mtu(DeviceIdentifiers(name="eth1")) == 1500
+        # NIC A leaves (moved into a pod), NIC B arrives and is named eth1.
+        shutil.rmtree(root)
+        HostRootBuilder(root).dmi(sys_vendor="FakeCloud").nic("eth1", MAC_B).build()
+        assert mtu(DeviceIdentifiers(name="eth1", mac_address=MAC_B)) == 8896
+        assert mtu(DeviceIdentifiers(name="eth1")) == 8896
+        assert mtu(DeviceIdentifiers(name="eth1", mac_address=MAC_A)) == 1500
+
+
+# --- IPAM owners ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> IpamStore:
+    if request.param == "memory":
+        return MemoryStore()
+    return SqliteStore(tmp_path / "ipam.db")
+
+
+def test_an_owner_is_one_whatever_form_names_the_nic(tmp_path: Path, store: IpamStore) -> None:
+    root = node(tmp_path / "root")
+    owners = [nic_owner(root, "p", d, "claim-1") for d in forms()]
+    first = store.allocate(owners[0], [V4])
+    for owner in owners[1:]:
+        assert store.allocate(owner, [V4]) == first
+    assert len(store.list()) == 1
+    (alloc,) = store.list()
+    assert {"name:eth1", "name:pci-0000-00-05-0", f"pci:{PCI_A}"} <= alloc.owner.keys
+    for made, freed in ((2, 5), (4, 3), (5, 1)):
+        store.allocate(owners[made], [V4])
+        assert store.release(owners[freed]) != []
+        assert store.list() == []
+
+
+def test_a_release_by_name_or_pci_finds_a_nic_that_left_the_node(
+    tmp_path: Path, store: IpamStore
+) -> None:
+    """A passthrough NIC is in the pod at release: the node no longer sees it."""
+    root = tmp_path / "root"
+    node(root)
+    owner = nic_owner(HostRoot(root), "p", DeviceIdentifiers(name="eth1"), "c")
+    got = store.allocate(owner, [V4])
+    shutil.rmtree(root / "sys/class/net/eth1")
+    for device in (DeviceIdentifiers(name="eth1"), DeviceIdentifiers(pci_address=PCI_A)):
+        gone = nic_owner(HostRoot(root), "p", device, "c")
+        assert gone.device != owner.device
+        assert store.allocate(gone, [V4]) == got  # a retry: the same address
+    assert store.release(nic_owner(HostRoot(root), "p", DeviceIdentifiers(name="eth1"), "c"))
+    assert store.list() == []
+
+
+def test_two_nics_that_shared_a_name_keep_their_own_addresses(
+    tmp_path: Path, store: IpamStore
+) -> None:
+    root = tmp_path / "root"
+    HostRootBuilder(root).nic("eth1", MAC_A, pci=PCI_A).build()
+    a = nic_owner(HostRoot(root), "p", DeviceIdentifiers(name="eth1"), "claim")
+    got_a = store.allocate(a, [V4])
+    shutil.rmtree(root)
+    HostRootBuilder(root).nic("eth1", MAC_B, pci=PCI_B).build()
+    b = nic_owner(HostRoot(root), "p", DeviceIdentifiers(name="eth1"), "claim")
+    got_b = store.allocate(b, [V4])
+    assert got_a != got_b
+    assert store.release(b) == got_b
+    assert [x.address for x in store.list()] == got_a
+
+
+def test_sqlite_keeps_the_claim_reference(tmp_path: Path) -> None:
+    claim = ClaimReference(
+        "uid-1", "team-a", "gpu-claim", (PodReference("trainer-0", "pod-uid-0"),)
+    )
+    with SqliteStore(tmp_path / "ipam.db") as store:
+        store.allocate(Owner("p", "mac:" + MAC_A, "uid-1"), [V4], claim=claim)
+        store.reserve(Owner("p", "mac:" + MAC_A, "uid-2"), ["10.20.0.9/24"])
+    with SqliteStore(tmp_path / "ipam.db") as store:
+        by_uid = {a.owner.claim_uid: a.claim for a in store.list()}
+    assert by_uid == {"uid-1": claim, "uid-2": None}
+
+
+# --- the schema-1 database of e159219 --------------------------------------------------------
+
+
+def schema1_db(path: Path) -> Path:
+    """A file with the rows e159219's SqliteStore wrote (tests/data, dumped as SQL)."""
+    conn = sqlite3.connect(path)
+    conn.executescript((DATA / "ipam_schema1_e159219.sql").read_text())
+    conn.close()
+    return path
+
+
+def _rows(path: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(
+            "SELECT id, family, addr_key, address, pool, device, claim_uid, static, created_at "
+            "FROM allocations ORDER BY id"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_schema1_database_is_migrated_on_first_open_with_nothing_lost(tmp_path: Path) -> None:
+    db = schema1_db(tmp_path / "ipam.db")
+    before = _rows(db)
+    assert len(before) == 8
+    with SqliteStore(db) as store:
+        listed = store.list()
+    assert _rows(db) == before  # every row, every column, untouched
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    assert sorted(a.address for a in listed) == sorted(str(r[3]) for r in before)
+    gen1 = next(a for a in listed if a.owner.claim_uid == "claim-gen1")
+    assert "pci:0000:00:05.0" in gen1.owner.keys and gen1.claim is None
+    with SqliteStore(db) as store:  # a second open migrates nothing again
+        assert len(store.list()) == 8
+
+
+def test_migrated_rows_are_found_under_every_form(tmp_path: Path) -> None:
+    db = schema1_db(tmp_path / "ipam.db")
+    root = HostRoot(
+        HostRootBuilder(tmp_path / "root")
+        .nic("eth1", MAC_A, pci=PCI_A)
+        .nic("eth2", MAC_B, pci=PCI_B)
+        .build()
+    )
+    pool = "local-ipam"
+    with SqliteStore(db) as store:
+        # gen1 allocated under "pci-0000-00-05-0": the gen2 name gets the same address.
+        gen2 = nic_owner(root, pool, DeviceIdentifiers(name="eth1"), "claim-gen1")
+        assert store.allocate(gen2, [V4, IPRange.parse("fd00:20::/64")]) == [
+            "10.20.0.164/32",
+            "fd00:20::3dbe:d9c9:146b:1dd3/128",
+        ]
+        # The leak of e159219 (one NIC, two owners): one release frees both.
+        both = nic_owner(root, pool, DeviceIdentifiers(mac_address=MAC_A), "claim-both")
+        assert store.release(both) == ["10.20.0.112/32", "10.20.0.235/32"]
+        by_pci = nic_owner(root, pool, DeviceIdentifiers(pci_address=PCI_B), "claim-ifname")
+        assert store.release(by_pci) == ["10.20.0.24/32"]
+        static = nic_owner(root, pool, DeviceIdentifiers(name="pci-0000-00-05-0"), "claim-static")
+        assert store.reserve(static, ["10.20.0.77/24"]) == ["10.20.0.77/32"]
+        assert len(store.list()) == 5
+
+
+# --- --ipam-range selectors ---------------------------------------------------------------
+
+
+def test_range_selectors_match_the_nic_under_any_name(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    cfg = LocalIpamConfig.parse(["10.0.0.0/24", "eth1=10.1.0.0/24", "fd00::/64"])
+    for device in forms():
+        assert [str(r) for r in cfg.for_device(device, root)] == [
+            str(IPRange.parse("10.1.0.0/24")),
+            str(IPRange.parse("fd00::/64")),
+        ]
+    for spec in (f"mac={MAC_A}", f"pci={PCI_A}", "pci-0000-00-05-0", "name=eth1"):
+        cfg = LocalIpamConfig.parse(["10.0.0.0/24", f"{spec}=10.2.0.0/24"])
+        assert [str(r) for r in cfg.for_device(DeviceIdentifiers(name="eth1"), root)] == [
+            str(IPRange.parse("10.2.0.0/24"))
+        ], spec
+    # The MAC selector wins over the name one.
+    cfg = LocalIpamConfig.parse(["eth1=10.1.0.0/24", f"mac={MAC_A.upper()}=10.3.0.0/24"])
+    assert str(cfg.for_device(DeviceIdentifiers(name="eth1"), root)[0]) == str(
+        IPRange.parse("10.3.0.0/24")
+    )
+    with pytest.raises(ConfigError, match="PCI address"):
+        LocalIpamConfig.parse(["pci=zz=10.0.0.0/24"])
+    with pytest.raises(ConfigError, match="already has an IPv4 range"):
+        LocalIpamConfig.parse(["pci-0000-00-05-0=10.0.0.0/24", f"pci={PCI_A}=10.1.0.0/24"])
+
+
+def test_local_ipam_gives_the_same_address_in_every_form(tmp_path: Path) -> None:
+    root = node(tmp_path / "root")
+    plugin = LocalIpamPlugin(LocalIpamConfig.parse(["10.0.0.0/24", "eth1=10.1.0.0/24"]))
+    context = ProviderContext(host_root=root, ipam_factory=lambda: SqliteStore(tmp_path / "db"))
+    config = NetworkConfig.model_validate({"profile": "local-ipam", "interface": {}})
+    got = set()
+    for device in forms():
+        result = plugin.profile_config(context, None, device, "claim", config)
+        assert result is not None
+        got.add(tuple(result.interface.addresses or ()))
+    (addresses,) = got
+    assert addresses[0].startswith("10.1.0.")
+    assert plugin.release_profile_config(context, None, forms()[-1], "claim", None)
+    assert context.ipam.list() == []
+    assert PLUGIN_NAME == "local-ipam"
