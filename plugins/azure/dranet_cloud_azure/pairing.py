@@ -20,15 +20,13 @@ on the synthetic NIC; the VF is marked so a claim can leave it alone.
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass
 
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.models import DeviceIdentifiers, normalize_mac
+from dranet_cloud.nic import LocalNic, resolve_nic
 
 from .constants import NETVSC_DRIVER
-
-log = logging.getLogger(__name__)
 
 
 class Role(enum.Enum):
@@ -38,7 +36,7 @@ class Role(enum.Enum):
 
 
 @dataclass(frozen=True)
-class LocalNic:
+class PairedNic:
     """A NIC of this node as sysfs shows it, and its place in a pair."""
 
     name: str
@@ -48,58 +46,33 @@ class LocalNic:
     partner: str | None = None  # the other half's interface name
 
 
-def _mac(text: str | None) -> str | None:
-    if not text:
-        return None
+def _mac_of(host_root: HostRoot, ifname: str) -> str | None:
+    raw = host_root.read_text(f"/sys/class/net/{ifname}/address")
     try:
-        return normalize_mac(text)
+        return normalize_mac(raw) if raw else None
     except ValueError:
         return None
 
 
-def _mac_of(host_root: HostRoot, ifname: str) -> str | None:
-    return _mac(host_root.read_text(f"/sys/class/net/{ifname}/address"))
+def classify(host_root: HostRoot, nic: LocalNic) -> PairedNic | None:
+    """Place a NIC found on this node in its accelerated-networking pair, if any.
 
-
-def find_local(host_root: HostRoot, device: DeviceIdentifiers) -> DeviceIdentifiers | None:
-    """The local NIC ``device`` names: by MAC, then PCI address, then name.
-
-    Two NICs share a MAC exactly when they are an accelerated-networking
-    pair; the PCI address (or its absence) then picks the half.
+    ``None`` for a NIC without a netdev (an InfiniBand-only function) or one
+    not under the host root.
     """
-    nics = host_root.net_devices()
-    mac = _mac(device.mac_address)
-    pci = device.pci_address.lower() if device.pci_address else None
-    if mac:
-        same = [n for n in nics if n.mac_address == mac]
-        if len(same) > 1:
-            same = [n for n in same if (n.pci_address or None) == pci] or same
-        if len(same) > 1 and device.name:
-            same = [n for n in same if n.name == device.name] or same
-        if same:
-            return same[0]
-    if pci:
-        by_pci = [n for n in nics if (n.pci_address or "").lower() == pci]
-        if by_pci:
-            return by_pci[0]
-    if device.name and not mac and not pci:
-        return next((n for n in nics if n.name == device.name), None)
-    return None
-
-
-def classify(host_root: HostRoot, nic: DeviceIdentifiers) -> LocalNic:
-    """Place a local NIC in its accelerated-networking pair, if it has one."""
-    name, mac = nic.name, nic.mac_address
-    base = LocalNic(name=name, mac=mac, pci=nic.pci_address)
-    if not name or not mac:
+    name, mac = nic.ifname, nic.mac
+    if not nic.found or not name:
+        return None
+    base = PairedNic(name=name, mac=mac, pci=nic.pci_address)
+    if not mac:
         return base
-    master = host_root.master(name)
+    master = nic.bond_master
     if (
         master
         and host_root.net_driver(master) == NETVSC_DRIVER
         and _mac_of(host_root, master) == mac
     ):
-        return LocalNic(name, mac, nic.pci_address, Role.VF, master)
+        return PairedNic(name, mac, nic.pci_address, Role.VF, master)
     if host_root.net_driver(name) == NETVSC_DRIVER:
         for other in host_root.listdir("/sys/class/net"):
             if (
@@ -107,11 +80,15 @@ def classify(host_root: HostRoot, nic: DeviceIdentifiers) -> LocalNic:
                 and host_root.master(other) == name
                 and _mac_of(host_root, other) == mac
             ):
-                return LocalNic(name, mac, nic.pci_address, Role.SYNTHETIC, other)
+                return PairedNic(name, mac, nic.pci_address, Role.SYNTHETIC, other)
     return base
 
 
-def resolve(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic | None:
-    """The local NIC behind ``device`` and its pair role; ``None`` when not on this node."""
-    found = find_local(host_root, device)
-    return classify(host_root, found) if found is not None else None
+def resolve(host_root: HostRoot, device: DeviceIdentifiers) -> PairedNic | None:
+    """The local NIC behind ``device`` and its pair role; ``None`` when not on this node.
+
+    The core resolver finds it by MAC, then PCI address, then name; among
+    netdevs sharing a MAC it takes the one with the given PCI address, else
+    the given name, else the one enslaved to nothing: the synthetic NIC.
+    """
+    return classify(host_root, resolve_nic(host_root, device))

@@ -136,4 +136,5 @@ def device_config(
     nic = instance.nic_for_mac(device.mac or (local.mac if local else None))
     if nic is None:
         return None
-    return nic_config(host_root, nic, local.name if local is not None else device.name)
+    # A NIC not found here has no host routes to read (its name may be another's).
+    return nic_config(host_root, nic, local.name if local is not None else None)

@@ -19,6 +19,7 @@ import logging
 
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.nic import resolve_nic
 
 from .constants import (
     GPU_MEMORY_FABRIC_ID,
@@ -52,15 +53,8 @@ def topology_attributes(instance: OciInstance) -> AttributeMap:
 
 
 def device_mac(host_root: HostRoot, device: DeviceIdentifiers) -> str | None:
-    """The device's MAC as given, else the local NIC's with the same PCI address."""
-    if device.mac_address:
-        return device.mac
-    if device.pci_address:
-        pci = device.pci_address.lower()
-        for nic in host_root.net_devices():
-            if (nic.pci_address or "").lower() == pci and nic.mac_address:
-                return nic.mac_address
-    return None
+    """The MAC of the NIC ``device`` names (by MAC, then PCI address, then name)."""
+    return resolve_nic(host_root, device).mac
 
 
 def vnic_attributes(vnic: OciVnic, device: DeviceIdentifiers) -> AttributeMap:
