@@ -3,19 +3,27 @@
 Starts ``dranet-cloud serve`` (local-ipam on SQLite, ``synchronous=FULL`` as
 in production) as a subprocess on a unix socket and drives it the way DRANET's
 Go client does (compact JSON, ``Content-Type: application/json``, one
-keep-alive connection per client).  Prints:
+keep-alive HTTP/1.1 connection per client).  The client is a raw socket
+client, one process per client, so it costs a few microseconds per request
+and the figures are the server's.  Prints:
 
-1. ``GET /health`` round trips/s (the HTTP stack alone);
-2. ``POST /GetProfileConfig`` for new claims (one SQLite write + fsync each);
-3. ``POST /GetProfileConfig`` repeated for claims already allocated (the
-   kubelet-retry path: one read transaction, no new allocation);
-4. ``POST /ReleaseProfileConfig``;
+1. the disk's raw fsync rate (4 KiB write + fsync in the database directory)
+   and the IPAM alone (``SqliteStore.allocate`` in this process), the limits
+   a server figure should be compared with;
+2. ``GET /health`` round trips/s (the HTTP stack alone);
+3. ``POST /GetProfileConfig`` for new claims (one durable SQLite write each;
+   concurrent ones share a commit);
+4. ``POST /GetProfileConfig`` repeated for claims already allocated (the
+   kubelet-retry path);
+5. ``POST /ReleaseProfileConfig``;
 
-each with one client and with ``--clients`` concurrent clients, plus the
-median and p99 latency.  Figures, not assertions.
+each with one client and with ``--clients`` concurrent clients, the median and
+p99 latency, and the issue's goals beside the measured figures.  Figures, not
+assertions.
 
-Run: ``python benchmarks/server.py [--quick] [--db-dir DIR]`` (``--db-dir
-/dev/shm`` takes the disk's fsync out of the figures).
+Run (no traffic leaves loopback; a unix socket needs no network at all):
+``python benchmarks/server.py [--quick] [--clients 8] [--db-dir DIR]``
+(``--db-dir /dev/shm`` takes the disk's fsync out of the figures).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -33,10 +42,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
-HEADERS = {"User-Agent": "Go-http-client/1.1", "Content-Type": "application/json"}
+sys.path.insert(0, str(REPO))
+
+AGENT = "User-Agent: Go-http-client/1.1\r\n"
+GOALS = {"health": 3000.0, "retry": 1500.0, "new": 700.0}
 
 
 def start_server(sock: Path, db: Path) -> subprocess.Popen[bytes]:
@@ -69,6 +79,49 @@ def start_server(sock: Path, db: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+class RawClient:
+    """A minimal keep-alive HTTP/1.1 client over a unix socket (Content-Length bodies only)."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.buf = b""
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        if body is None:
+            head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n{AGENT}\r\n"
+            self.sock.sendall(head.encode())
+        else:
+            head = (
+                f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n{AGENT}"
+                f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n"
+            )
+            self.sock.sendall(head.encode() + body)
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        header, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = header.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(self.buf) < length:
+            self._fill()
+        payload, self.buf = self.buf[:length], self.buf[length:]
+        return status, payload
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("the server closed the connection")
+        self.buf += data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def body(claim: str) -> bytes:
     return json.dumps(
         {
@@ -80,92 +133,135 @@ def body(claim: str) -> bytes:
     ).encode()
 
 
-def client(sock: Path) -> httpx.Client:
-    return httpx.Client(
-        transport=httpx.HTTPTransport(uds=str(sock)),
-        base_url="http://unix",
-        headers=HEADERS,
-        timeout=60,
-    )
+def worker(
+    sock: str, kind: str, tag: str, n: int, count: int, start_at: float
+) -> tuple[list[float], float, float]:
+    """One client process: ``count`` requests on one keep-alive connection.
 
-
-def request(c: httpx.Client, kind: str, claim: str) -> httpx.Response:
-    if kind == "health":
-        return c.get("/health")
+    Returns every latency and the wall-clock start and end of the series.
+    """
+    c = RawClient(sock)
+    c.request("GET", "/health")  # connect outside the measurement
+    bodies = [body(f"{tag}-{n}-{i}") for i in range(count)]
     path = "/ReleaseProfileConfig" if kind == "release" else "/GetProfileConfig"
-    return c.post(path, content=body(claim))
-
-
-def worker(sock: str, kind: str, tag: str, n: int, count: int) -> list[float]:
-    """One client process: ``count`` requests on one keep-alive connection."""
     lat = []
-    with client(Path(sock)) as c:
-        c.get("/health")  # connect outside the measurement
-        for i in range(count):
-            t0 = time.perf_counter()
-            r = request(c, kind, f"{tag}-{n}-{i}")
-            lat.append(time.perf_counter() - t0)
-            if r.status_code != 200:
-                raise SystemExit(f"unexpected {r.status_code}: {r.text}")
-    return lat
+    while time.time() < start_at:  # all clients start together
+        time.sleep(0.001)
+    began = time.time()
+    for i in range(count):
+        t0 = time.perf_counter()
+        if kind == "health":
+            status, payload = c.request("GET", "/health")
+        else:
+            status, payload = c.request("POST", path, bodies[i])
+        lat.append(time.perf_counter() - t0)
+        if status != 200:
+            raise SystemExit(f"unexpected {status}: {payload[:300]!r}")
+    ended = time.time()
+    c.close()
+    return lat, began, ended
 
 
 def run(
     pool: ProcessPoolExecutor, sock: Path, clients: int, per_client: int, kind: str, tag: str
 ) -> tuple[float, list[float]]:
-    """Total round trips/s and every request's latency (s).
-
-    Each client is its own process, so the figure is the server's, not the
-    client's GIL.
-    """
-    start = time.perf_counter()
-    futures = [pool.submit(worker, str(sock), kind, tag, n, per_client) for n in range(clients)]
-    latencies = [x for f in futures for x in f.result()]
-    elapsed = time.perf_counter() - start
+    """Total round trips/s (first request sent to last answer) and every latency (s)."""
+    start_at = time.time() + 0.3
+    futures = [
+        pool.submit(worker, str(sock), kind, tag, n, per_client, start_at) for n in range(clients)
+    ]
+    results = [f.result() for f in futures]
+    elapsed = max(r[2] for r in results) - min(r[1] for r in results)
+    latencies = [x for r in results for x in r[0]]
     return clients * per_client / elapsed, latencies
 
 
-def report(label: str, rate: float, lat: list[float]) -> None:
+def fsync_rate(directory: str, seconds: float = 1.0) -> float:
+    """Raw 4 KiB write + fsync per second in ``directory`` (the disk's durable-write limit)."""
+    path = os.path.join(directory, "fsync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    block = b"\0" * 4096
+    count = 0
+    try:
+        end = time.perf_counter() + seconds
+        start = time.perf_counter()
+        while time.perf_counter() < end:
+            os.pwrite(fd, block, 0)
+            os.fsync(fd)
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def ipam_alone(directory: str, count: int) -> float:
+    """New allocations/s of ``SqliteStore`` itself (synchronous=FULL), no HTTP."""
+    from dranet_cloud.ipam import Owner, SqliteStore
+    from dranet_cloud.iprange import ip_range_from_cidr
+
+    ranges = [ip_range_from_cidr("10.128.0.0/9"), ip_range_from_cidr("fd00:b::/64")]
+    with SqliteStore(os.path.join(directory, "ipam-alone.db")) as store:
+        start = time.perf_counter()
+        for i in range(count):
+            store.allocate(Owner("local-ipam", "0c:42:a1:00:00:11", f"alone-{i}"), ranges)
+        return count / (time.perf_counter() - start)
+
+
+def report(label: str, rate: float, lat: list[float], goal: float | None = None) -> None:
     ms = sorted(x * 1000 for x in lat)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    verdict = ""
+    if goal is not None:
+        verdict = f"   goal >= {goal:.0f}: {'met' if rate >= goal else 'NOT met'}"
     print(
-        f"  {label:<44} {rate:9.0f} round trips/s   median {statistics.median(ms):6.2f} ms"
-        f"   p99 {p99:6.2f} ms"
+        f"  {label:<44} {rate:9.0f} round trips/s   median {statistics.median(ms):6.3f} ms"
+        f"   p99 {p99:6.3f} ms{verdict}"
     )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--db-dir", default=None, help="directory for the SQLite file")
     args = ap.parse_args()
-    n = 100 if args.quick else 400
+    n = 300 if args.quick else 1500
     with (
         tempfile.TemporaryDirectory(prefix="byodp-bench-") as tmp,
         tempfile.TemporaryDirectory(prefix="byodp-bench-db-", dir=args.db_dir) as dbdir,
     ):
         sock = Path(tmp) / "webhook.sock"
         db = Path(dbdir) / "ipam.db"
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+        print(f"disk: {fsync_rate(dbdir):.0f} raw fsyncs/s in {dbdir}")
+        print(
+            f"IPAM alone (SqliteStore, synchronous=FULL): {ipam_alone(dbdir, n):.0f} allocations/s"
+        )
         proc = start_server(sock, db)
+        rates: dict[tuple[int, str], float] = {}
         try:
-            print(f"BYODP server over {sock} (SQLite {db}, synchronous=FULL)")
-            print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
-
+            print(f"BYODP server over {sock} (SQLite {db}, synchronous=FULL)\n")
             with ProcessPoolExecutor(args.clients) as pool:
-                # Start every client process outside the measurement.
-                list(pool.map(time.sleep, [0.2] * args.clients))
+                list(pool.map(time.sleep, [0.2] * args.clients))  # start the client processes
                 for clients in (1, args.clients):
                     print(f"{clients} client(s) x {n} requests")
                     tag = f"c{clients}"
-                    for label, kind in (
-                        ("GET /health", "health"),
-                        ("POST /GetProfileConfig (new claim)", "new"),
-                        ("POST /GetProfileConfig (retry, same claim)", "new"),
-                        ("POST /ReleaseProfileConfig", "release"),
+                    for label, kind, key in (
+                        ("GET /health", "health", "health"),
+                        ("POST /GetProfileConfig (new claim)", "new", "new"),
+                        ("POST /GetProfileConfig (retry, same claim)", "new", "retry"),
+                        ("POST /ReleaseProfileConfig", "release", "release"),
                     ):
-                        report(label, *run(pool, sock, clients, n, kind, tag))
+                        rate, lat = run(pool, sock, clients, n, kind, tag)
+                        rates[clients, key] = rate
+                        report(label, rate, lat, GOALS.get(key) if clients == 1 else None)
                     print()
+            one, many = rates[1, "new"], rates[args.clients, "new"]
+            print(
+                f"new claims: {args.clients} clients {many:.0f}/s = {many / one:.2f}x one client "
+                f"({one:.0f}/s); goal >= 2x: {'met' if many >= 2 * one else 'NOT met'}"
+            )
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)

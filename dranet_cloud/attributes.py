@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 
+from .logsafe import safe
 from .models import AttributeMap, DeviceAttribute
 
 log = logging.getLogger(__name__)
@@ -20,19 +21,25 @@ MAX_NAME = 32
 MAX_DOMAIN = 63
 MAX_STRING_BYTES = 64
 
-_C_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+# Every pattern is used with ``fullmatch``: ``$`` would also match before a
+# trailing newline, and ``dra.net/x\n`` or ``1.2.3\n`` gets a whole
+# ResourceSlice rejected by the API server.
+_C_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
 )
 
 
 def attribute_name_problem(qualified: str) -> str | None:
     """Why ``qualified`` is not a valid QualifiedName, or ``None`` when valid."""
     domain, _, name = qualified.rpartition("/")
-    if not _C_IDENTIFIER.match(name):
+    if not _C_IDENTIFIER.fullmatch(name):
         return (
             f"name {name!r} is not a C identifier ([A-Za-z][A-Za-z0-9_]*; "
             "hyphens and dots are rejected by the API server)"
@@ -42,7 +49,7 @@ def attribute_name_problem(qualified: str) -> str | None:
     if "/" in qualified:
         if len(domain) > MAX_DOMAIN:
             return f"domain {domain!r} is longer than {MAX_DOMAIN} characters"
-        if not domain or not all(_DNS_LABEL.match(label) for label in domain.split(".")):
+        if not domain or not all(_DNS_LABEL.fullmatch(label) for label in domain.split(".")):
             return f"domain {domain!r} is not a DNS subdomain"
     return None
 
@@ -58,8 +65,12 @@ def attribute_value_problem(attr: DeviceAttribute) -> str | None:
         size = len(s.encode())
         if size > MAX_STRING_BYTES:
             return f"value is {size} bytes, more than the {MAX_STRING_BYTES}-byte limit"
+    ints = ([attr.int_] if attr.int_ is not None else []) + (attr.ints or [])
+    for i in ints:
+        if not INT64_MIN <= i <= INT64_MAX:
+            return f"int {i} is outside the signed 64-bit range the API server stores"
     for v in versions:
-        if not _SEMVER.match(v):
+        if not _SEMVER.fullmatch(v):
             return f"version {v!r} is not semantic versioning 2.0.0"
     return None
 
@@ -73,20 +84,20 @@ def validate_attributes(
         problem = attribute_name_problem(qualified) or attribute_value_problem(attr)
         if problem:
             log.warning(
-                "plugin %s, device %s: dropping attribute %r: %s",
+                "plugin %s, device %s: dropping attribute %s: %s",
                 plugin,
-                device,
-                qualified,
-                problem,
+                safe(device),
+                safe(qualified, 80),
+                safe(problem, 300),
             )
             continue
         if len(kept) >= limit:
             log.warning(
-                "plugin %s, device %s: dropping attribute %r: a device carries at most %d "
+                "plugin %s, device %s: dropping attribute %s: a device carries at most %d "
                 "attributes",
                 plugin,
-                device,
-                qualified,
+                safe(device),
+                safe(qualified, 80),
                 MAX_ATTRIBUTES,
             )
             continue

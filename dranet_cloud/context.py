@@ -62,6 +62,11 @@ class ProviderContext:
     _ipam_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
+    def ipam_if_open(self) -> IpamStore | None:
+        """The store if something already opened it; never opens one (health checks)."""
+        return self._ipam
+
+    @property
     def ipam(self) -> IpamStore:
         """The node's IPAM store, opened on first use (only profile roles need it).
 

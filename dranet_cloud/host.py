@@ -28,6 +28,7 @@ from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
 from .hostroot import HostRoot
+from .logsafe import safe
 from .models import (
     AttributeMap,
     Capabilities,
@@ -307,7 +308,9 @@ class ProviderHost:
             self._last_refresh[name] = now  # claimed: other threads skip the reload
         with self._refresh_lock:
             log.info(
-                "device %s: MAC unknown to the %s metadata, refreshing it", device.label(), name
+                "device %s: MAC unknown to the %s metadata, refreshing it",
+                safe(device.label()),
+                name,
             )
             try:
                 fresh = self.registry.call(
@@ -360,7 +363,10 @@ class ProviderHost:
                 )
             except Exception as exc:
                 log.warning(
-                    "plugin %s, device %s: attributes failed: %s", name, device.label(), exc
+                    "plugin %s, device %s: attributes failed: %s",
+                    name,
+                    safe(device.label()),
+                    safe(exc),
                 )
                 continue
             if not attrs:
@@ -393,7 +399,10 @@ class ProviderHost:
             )
         except ProviderUnavailable as exc:
             log.warning(
-                "plugin %s, device %s: device config failed: %s", self.cloud, device.label(), exc
+                "plugin %s, device %s: device config failed: %s",
+                self.cloud,
+                safe(device.label()),
+                safe(exc),
             )
             return None
         with self._lock:
@@ -518,9 +527,9 @@ class ProviderHost:
                     "plugin %s, device %s, claim %s: release failed (the provider must "
                     "reclaim it): %s",
                     plugin,
-                    device.label(),
-                    claim_uid,
-                    exc,
+                    safe(device.label()),
+                    safe(claim_uid),
+                    safe(exc),
                 )
                 ok = False
         return ok

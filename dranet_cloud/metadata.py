@@ -41,6 +41,7 @@ from typing import Any, TypeAlias
 import httpx
 
 from .errors import ConfigError, ProviderUnavailable
+from .httpdeadline import deadline_transport, expired, within
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -65,6 +66,8 @@ DEFAULT_MAX_BYTES = 1 << 20
 # Upper bound of 401-driven token refreshes within one call (concurrent
 # callers can use up each other's tokens under an expiring-token server).
 MAX_TOKEN_REFRESHES = 32
+# A session token longer than this is not a token (AWS's are ~56 bytes).
+MAX_TOKEN_BYTES = 4096
 # No attempt is started with less time than this left before the deadline.
 MIN_ATTEMPT = 0.005
 UNIX_SCHEME = "unix://"
@@ -367,7 +370,7 @@ class MetadataClient:
             # (and trusts nothing, should a redirect ever ask for TLS).
             plain = not self.endpoint.url.startswith("https://")
             verify: ssl.SSLContext | bool = _unused_tls_context() if plain else True
-            transport = httpx.HTTPTransport(uds=self.endpoint.uds_path, verify=verify)
+            transport = deadline_transport(uds=self.endpoint.uds_path, verify=verify)
         try:
             self._http = httpx.Client(
                 base_url=self.endpoint.base_url,
@@ -636,15 +639,22 @@ class MetadataClient:
         Raises ``_Retryable`` for connection trouble, 5xx and 429; any other
         status is returned for the caller to judge.
         """
+        budget = self._attempt_timeout(until, timeout)
         request = self._http.build_request(
             method,
             "/" + path.lstrip("/"),
             params=dict(params) if params else None,
             headers=headers,
-            timeout=self._attempt_timeout(until, timeout),
+            timeout=budget,
         )
         full = self.url_for(request.url.raw_path.decode("ascii", "replace"))
         self._count()
+        # The attempt's budget covers connect, headers and the whole body: a
+        # server dripping bytes is cut off when it runs out, not per read.
+        with within(budget):
+            return self._exchange(request, full)
+
+    def _exchange(self, request: httpx.Request, full: str) -> MetadataResponse:
         try:
             resp = self._http.send(request, stream=True)
         except httpx.TransportError as exc:
@@ -681,6 +691,8 @@ class MetadataClient:
         chunks: list[bytes] = []
         size = 0
         for chunk in resp.iter_bytes():
+            if expired():
+                raise httpx.ReadTimeout("the end-to-end deadline passed", request=resp.request)
             size += len(chunk)
             if size > self.max_bytes:
                 raise MetadataTooLarge(
@@ -765,6 +777,17 @@ class MetadataClient:
                     url=full,
                     status=resp.status_code,
                 )
+            value = resp.content.strip()
+            if len(value) > MAX_TOKEN_BYTES or not all(0x21 <= b <= 0x7E for b in value):
+                # It goes back in a header: a non-ASCII or control byte would
+                # crash the next request instead of failing cleanly here.
+                raise MetadataError(
+                    f"{self.plugin}: PUT {full} (token request) answered a token that is not "
+                    f"1-{MAX_TOKEN_BYTES} printable ASCII characters; {self._source_hint()}",
+                    plugin=self.plugin,
+                    url=full,
+                    status=resp.status_code,
+                )
             ttl = float(spec.ttl_seconds)
             granted = resp.headers.get(spec.ttl_header, "")
             if granted.strip().isdigit():
@@ -772,7 +795,7 @@ class MetadataClient:
             self._token_generation += 1
             self.token_count += 1
             self._token = _Token(
-                resp.content.decode("ascii", "replace").strip(),
+                value.decode("ascii"),
                 self._clock() + ttl,
                 self._token_generation,
             )

@@ -36,6 +36,7 @@ from .context import ProviderContext
 from .errors import ProfileDenied
 from .ipam.base import IpamStore, Owner
 from .iprange import IPRange
+from .logsafe import safe
 from .models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
 from .nic import nic_owner
 
@@ -83,8 +84,8 @@ def subinterface_profile(
         log.debug(
             "%s: %s: claim %s asks for %s; no addresses allocated",
             pool,
-            device.label(),
-            claim_uid,
+            safe(device.label()),
+            safe(claim_uid),
             "DHCP" if iface.dhcp else "an unnumbered interface",
         )
         return None
@@ -94,7 +95,13 @@ def subinterface_profile(
         if check_static is not None:
             check_static(static)
         context.ipam.reserve(owner, static)
-        log.info("%s: %s: reserved static %s for claim %s", pool, device.label(), static, claim_uid)
+        log.info(
+            "%s: %s: reserved static %s for claim %s",
+            pool,
+            safe(device.label()),
+            safe(static),
+            safe(claim_uid),
+        )
         return NetworkConfig(interface=InterfaceConfig(addresses=static))
     if allocate is not None:
         addresses = allocate(context.ipam, owner)
@@ -109,7 +116,7 @@ def subinterface_profile(
                 status=400,
             )
         addresses = context.ipam.allocate(owner, candidates)
-    log.info("%s: %s: claim %s gets %s", pool, device.label(), claim_uid, ", ".join(addresses))
+    log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
     return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 
@@ -119,5 +126,5 @@ def release_subinterface(
     """Free what the claim holds on this device; releasing nothing is success."""
     freed = context.ipam.release(subinterface_owner(context, pool, device, claim_uid))
     if freed:
-        log.info("%s: %s: claim %s released %s", pool, device.label(), claim_uid, ", ".join(freed))
+        log.info("%s: %s: claim %s released %s", pool, safe(device.label()), safe(claim_uid), freed)
     return True

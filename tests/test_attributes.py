@@ -64,3 +64,24 @@ def test_validate_drops_with_warning_naming_plugin_device_attribute(
 def test_cap_at_32() -> None:
     attrs = {f"dra.net/a{i}": DeviceAttribute(int=i) for i in range(40)}
     assert len(validate_attributes(attrs, plugin="p", device="d")) == 32
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["dra.net/x\n", "dra.net\n/x", "x\n", "dra.net/x\r", "dra.net/\uff58", "dra.net/x\x00"],
+)
+def test_whole_string_is_checked_so_a_trailing_newline_is_refused(name: str) -> None:
+    assert attribute_name_problem(name) is not None
+
+
+@pytest.mark.parametrize("version", ["1.2.3\n", "1.2.3\n4", "\u0661.2.3", "1.2.3-\n"])
+def test_versions_must_be_semver_as_a_whole(version: str) -> None:
+    assert attribute_value_problem(DeviceAttribute(version=version)) is not None
+
+
+def test_ints_must_fit_int64() -> None:
+    assert attribute_value_problem(DeviceAttribute.of(2**63 - 1)) is None
+    assert attribute_value_problem(DeviceAttribute.of(-(2**63))) is None
+    for bad in (2**63, -(2**63) - 1, 10**30):
+        assert "64-bit" in (attribute_value_problem(DeviceAttribute.of(bad)) or "")
+    assert attribute_value_problem(DeviceAttribute.model_validate({"ints": [1, 2**64]}))

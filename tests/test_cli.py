@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -166,3 +167,23 @@ def test_emulate_unknown_plugin_does_not_offer_none() -> None:
     res = run("emulate", "acme-cloud")
     assert res.returncode == 2
     assert "'none'" not in res.stderr and "gce" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "1e400"])
+@pytest.mark.parametrize("flag", ["--metadata-deadline", "--probe-timeout"])
+def test_deadline_flags_refuse_nan_inf_and_negative(flag: str, value: str) -> None:
+    from dranet_cloud.cli.common import seconds
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        seconds(value)
+    res = run("detect", "--cloud-provider-hint", "none", flag, value)
+    assert res.returncode == 2 and flag in res.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_serve_timeouts_refuse_nan_inf_and_negative(value: str) -> None:
+    for flag in ("--request-timeout", "--idle-timeout"):
+        res = run("serve", flag, value, "--cloud-provider-hint", "none")
+        assert res.returncode == 2 and flag in res.stderr
+    res = run("serve", "--shutdown-timeout", "-5", "--cloud-provider-hint", "none")
+    assert res.returncode == 2

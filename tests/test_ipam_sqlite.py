@@ -69,7 +69,7 @@ def test_database_uses_wal_and_full_sync_by_default(tmp_path: Path) -> None:
     path = tmp_path / "ipam.db"
     with SqliteStore(path) as store:
         assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-        assert store._connection().execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+        assert store._connection().execute("PRAGMA busy_timeout").fetchone()[0] == 5000
     with SqliteStore(path, synchronous="NORMAL", busy_timeout=1.5) as store:
         assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
         assert store._connection().execute("PRAGMA busy_timeout").fetchone()[0] == 1500

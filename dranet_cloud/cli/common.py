@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,27 @@ if TYPE_CHECKING:
     from ..ipam.base import IpamStore
     from ..models import DeviceIdentifiers, NetworkConfig
     from ..plugins import PluginRegistry
+
+
+MAX_SECONDS = 86400.0
+
+
+def seconds(text: str) -> float:
+    """An argparse type for deadlines and timeouts: a finite number of seconds > 0.
+
+    ``float()`` accepts ``nan`` and ``inf``; either would make a wait endless
+    (``nan`` compares false with everything), and a negative one is a typo.
+    A rejected value exits 2 with argparse's usage message.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a finite number of seconds above 0 and at most {MAX_SECONDS:g}"
+        )
+    return value
 
 
 def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> None:
@@ -55,14 +77,14 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
     )
     g.add_argument(
         "--metadata-deadline",
-        type=float,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="how long to wait for an explicit provider's metadata (default 15)",
     )
     g.add_argument(
         "--probe-timeout",
-        type=float,
+        type=seconds,
         default=1.0,
         metavar="SECONDS",
         help="per-probe timeout during auto-detection (default 1)",

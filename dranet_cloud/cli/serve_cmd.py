@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from .common import add_provider_flags, build_host
+from .common import add_provider_flags, build_host, seconds
 
 if TYPE_CHECKING:
     from ..host import ProviderHost
@@ -40,6 +40,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _whole_seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 86400 seconds")
     return value
 
 
@@ -75,11 +85,42 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--shutdown-timeout",
-        type=int,
+        type=_whole_seconds,
         default=25,
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight requests may take to finish (default 25)",
     )
+    p.add_argument(
+        "--request-timeout",
+        type=seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="a connection must deliver a whole request (headers and body) within this "
+        "long of its first byte, or of being accepted (default 10)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="close a kept-alive connection idle this long between requests (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="open connections at most; at the cap a new one replaces the longest-idle one "
+        "(default: half the open-file limit, at most 4096)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="FILE",
+        help="serve https with this PEM certificate chain (needs --tls-key); DRANET's client "
+        "verifies it against the system CAs",
+    )
+    p.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key for --tls-cert")
     p.add_argument(
         "--no-access-log",
         dest="access_log",
@@ -151,6 +192,11 @@ def run(args: argparse.Namespace) -> int:
     older_than = _duration("--gc-older-than", args.gc_older_than)
     if interval is None and (older_than is not None or args.gc_live_claims is not None):
         raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together; pass both or neither")
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise ConfigError(f"{flag} {path}: cannot read the file; pass a PEM file")
     try:
         from ..server.middleware import ACCESS_LOGGER
         from ..server.runner import ServeOptions, WebhookServer
@@ -167,6 +213,11 @@ def run(args: argparse.Namespace) -> int:
         gc_older_than=older_than,
         gc_live_claims=args.gc_live_claims,
         shutdown_timeout=args.shutdown_timeout,
+        request_timeout=args.request_timeout,
+        keep_alive_timeout=args.idle_timeout,
+        max_connections=args.max_connections,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
         access_log=args.access_log,
     )
     server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])

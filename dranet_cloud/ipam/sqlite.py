@@ -31,6 +31,7 @@ import os
 import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -62,7 +63,12 @@ IPAM_DB_ENV = "DRANET_CLOUD_IPAM_DB"
 # 2: owners keyed by the NIC's stable identity, every key it was seen under in
 #    device_keys, and the claim's namespace/name/pods on each allocation.
 SCHEMA_VERSION = 2
-DEFAULT_BUSY_TIMEOUT = 30.0
+# Shorter than DRANET's 10 s request timeout: a request that cannot get the
+# lock in time fails clearly (and is retried by the kubelet) instead of queueing.
+DEFAULT_BUSY_TIMEOUT = 5.0
+# At most this many concurrent writes share one COMMIT (one fsync).
+MAX_GROUP_COMMIT = 64
+_WRITABLE_RECHECK = 1.0
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -188,6 +194,58 @@ def resolve_db_path(
     return environ.get(IPAM_DB_ENV) or DEFAULT_IPAM_DB
 
 
+class _Batch:
+    """Writes that share one COMMIT; ``done`` is set once it committed or failed."""
+
+    __slots__ = ("done", "error", "size")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.size = 0
+
+
+def create_private(path: str) -> None:
+    """Create the database file 0600 if it does not exist.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the database file's
+    mode, so they are private too: claim UIDs and addresses are nobody
+    else's business on a shared node.
+    """
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return  # it exists, or sqlite3.connect reports the problem with a fix
+    os.close(fd)
+
+
+def quick_check(conn: sqlite3.Connection, path: str) -> str | None:
+    """``PRAGMA quick_check`` at open: the problem found, or ``None`` when the file is sound."""
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    if rows == ["ok"]:
+        return None
+    problem = (
+        f"ipam: {path} failed its integrity check ({'; '.join(rows)[:300]}); restore it from "
+        "a backup or move it aside (allocations are then rebuilt as claims are prepared again)"
+    )
+    log.error("%s", problem)
+    return problem
+
+
+def writable_problem(path: str) -> str | None:
+    """Why ``path`` (or its directory, where the WAL lives) cannot be written, or ``None``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    for target in (path, directory):
+        if os.path.exists(target) and not os.access(target, os.W_OK):
+            return f"ipam: {target} is not writable; new claims cannot be recorded"
+    return None
+
+
 class SqliteStore:
     """SQLite-backed :class:`~dranet_cloud.ipam.base.IpamStore`.
 
@@ -215,6 +273,15 @@ class SqliteStore:
         self._random: RandomSource = rng if rng is not None else random.SystemRandom()
         self._clock: Clock = clock if clock is not None else utc_now
         self._lock = threading.Lock()
+        # Group commit: writers that arrive while another holds the lock join
+        # its open transaction; the last one in commits for all (see _transaction).
+        self._count_lock = threading.Lock()
+        self._waiting = 0
+        self._batch: _Batch | None = None
+        self.integrity_problem: str | None = None
+        self._write_error: str | None = None
+        self._writable_checked = 0.0
+        self._not_writable: str | None = None
         self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = self._open()
@@ -230,6 +297,7 @@ class SqliteStore:
                 f"ipam: cannot create the directory of the IPAM database {self.path} ({exc}); "
                 f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable location"
             ) from exc
+        create_private(self.path)
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -275,6 +343,7 @@ class SqliteStore:
         except BaseException:
             conn.close()
             raise
+        self.integrity_problem = quick_check(conn, self.path)
         log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
         return conn
 
@@ -298,40 +367,125 @@ class SqliteStore:
                 f"{self.busy_timeout:g} s ({text}); another process holds a long transaction, "
                 "retry later"
             )
+        self._write_error = text
         return ConfigError(
             f"ipam: the IPAM database {self.path} failed ({text}); check the file "
             f"(PRAGMA integrity_check) or point --ipam-db/{IPAM_DB_ENV} elsewhere"
         )
 
+    def _acquire(self, waiting: bool) -> None:
+        """Take the connection lock within ``busy_timeout``, or fail clearly."""
+        if waiting:
+            with self._count_lock:
+                self._waiting += 1
+        try:
+            acquired = self._lock.acquire(timeout=self.busy_timeout)
+        finally:
+            if waiting:
+                with self._count_lock:
+                    self._waiting -= 1
+        if not acquired:
+            raise ProviderUnavailable(
+                f"ipam: the IPAM store {self.path} was busy for more than "
+                f"{self.busy_timeout:g} s (other requests hold it); retry later"
+            )
+
+    def _commit_batch(self, conn: sqlite3.Connection) -> None:
+        """COMMIT the open group (under ``_lock``) and tell every member the outcome."""
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            self._write_error = None
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            batch.error = self._error(exc)
+        finally:
+            batch.done.set()
+
+    def _await_commit(self, batch: _Batch) -> None:
+        """Wait until the group ``batch`` is committed; commit it ourselves if nobody does."""
+        while not batch.done.wait(0.02):
+            if self._lock.acquire(blocking=False):
+                try:
+                    if self._batch is batch and self._conn is not None:
+                        self._commit_batch(self._conn)
+                finally:
+                    self._lock.release()
+        if batch.error is not None:
+            raise batch.error
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
-        with self._lock:
+        """One write, atomic, committed together with writes that arrive meanwhile.
+
+        Group commit: each write runs in a SAVEPOINT of one shared ``BEGIN
+        IMMEDIATE`` transaction, so a failing write rolls back only itself.
+        A writer that sees others waiting for the lock leaves the transaction
+        open for them and waits; the last one commits for the whole group.
+        With ``synchronous=FULL`` that is one fsync for many allocations, and
+        nobody gets an answer before its allocation is durable.
+        """
+        self._acquire(waiting=True)
+        failed: BaseException | None = None
+        handoff = False
+        try:
             conn = self._connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.IntegrityError):
-                    raise AddressConflict(
-                        f"ipam: {self.path} refused a duplicate record ({exc}); another "
-                        "writer got there first, retry the request"
-                    ) from exc
-                if isinstance(exc, sqlite3.Error):
+            batch = self._batch
+            if batch is None:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
                     raise self._error(exc) from exc
-                raise
+                batch = self._batch = _Batch()
+            try:
+                conn.execute("SAVEPOINT ipam_write")
+                yield conn
+                conn.execute("RELEASE ipam_write")
+                batch.size += 1
+            except BaseException as exc:
+                failed = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO ipam_write")
+                    conn.execute("RELEASE ipam_write")
+                elif self._batch is batch:
+                    # SQLite rolled the whole transaction back (I/O error, disk
+                    # full): every write of the group is lost; say so to all.
+                    self._batch = None
+                    batch.error = self._error(exc) if isinstance(exc, sqlite3.Error) else None
+                    batch.done.set()
+            if self._batch is batch:
+                if self._waiting > 0 and batch.size < MAX_GROUP_COMMIT:
+                    handoff = True
+                else:
+                    self._commit_batch(conn)
+        finally:
+            self._lock.release()
+        if failed is not None:
+            if isinstance(failed, sqlite3.IntegrityError):
+                raise AddressConflict(
+                    f"ipam: {self.path} refused a duplicate record ({failed}); another "
+                    "writer got there first, retry the request"
+                ) from failed
+            if isinstance(failed, sqlite3.Error):
+                raise self._error(failed) from failed
+            raise failed
+        if handoff:
+            self._await_commit(batch)
+        elif batch.error is not None:
+            raise batch.error
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: several SELECTs that see one state, no write lock."""
-        with self._lock:
+        self._acquire(waiting=False)
+        try:
             conn = self._connection()
+            if self._batch is not None:
+                self._commit_batch(conn)  # never report what is not durable yet
             try:
                 conn.execute("BEGIN")
                 try:
@@ -341,6 +495,8 @@ class SqliteStore:
                         conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+        finally:
+            self._lock.release()
 
     # -- queries used inside a transaction ------------------------------------
 
@@ -581,8 +737,27 @@ class SqliteStore:
         """Close the connection; later calls raise.  Closing twice is fine."""
         with self._lock:
             if self._conn is not None and os.getpid() == self._pid:
+                if self._batch is not None:
+                    self._commit_batch(self._conn)
                 self._conn.close()
             self._conn = None
+
+    def health_problem(self) -> str | None:
+        """Why this store cannot be trusted now, or ``None``; never blocks (``/health``).
+
+        Failed integrity check at open, the last write failed (cleared by the
+        next successful commit), or the file is not writable (checked at most
+        once a second).
+        """
+        if self.integrity_problem:
+            return self.integrity_problem
+        if self._write_error:
+            return f"ipam: the last write to {self.path} failed ({self._write_error})"
+        now = time.monotonic()
+        if now - self._writable_checked > _WRITABLE_RECHECK:
+            self._writable_checked = now
+            self._not_writable = writable_problem(self.path)
+        return self._not_writable
 
     def __enter__(self) -> SqliteStore:
         return self

@@ -1,55 +1,89 @@
-"""The BYODP webhook as a FastAPI application around a started :class:`ProviderHost`.
+"""The BYODP webhook as a lean ASGI application around a started :class:`ProviderHost`.
 
 Paths, bodies and status codes are DRANET's (REFERENCE.md section 2), because
 the client is DRANET's Go daemon, unchanged:
 
 * ``GET /health`` -> ``{"cloudProvider": bool, "profileProvider": bool}``, the
-  roles the host really has;
+  roles the host really has, or 503 with the reason when the IPAM store cannot
+  be trusted (failed its integrity check, cannot be written);
 * ``POST /GetDeviceAttributes`` and ``POST /GetDeviceConfig`` (DeviceIdentifiers);
 * ``POST /GetProfileConfig`` and ``POST /ReleaseProfileConfig`` (ProfileRequest).
 
 Errors are plain text like Go's ``http.Error``: 400 for a malformed request
-(naming the field; FastAPI's 422 is replaced) or a role this server lacks,
-404/409 for denials, 413 for an oversized body and 500 only for temporary
-failures the kubelet should retry.  Endpoints are plain ``def`` functions: the
-host is synchronous and thread-safe, so FastAPI runs them in its threadpool.
+(naming the field or the limit) or a role this server lacks, 404/409 for
+denials, 413 for an oversized body, 503 when the server is saturated and 500
+only for temporary failures the kubelet should retry.
+
+Why a hand-written router and not FastAPI: the whole job of a request is a
+dictionary lookup, one JSON parse, one model validation and (for the IPAM)
+one SQLite transaction; FastAPI's dependency resolution, its threadpool hop
+for ``/health`` and a middleware that re-encodes every body cost several
+times that.  Here ``/health`` is answered on the event loop from bytes built
+once, so no IPAM lock, slow plugin or busy worker can delay it; everything
+that may block (plugins, the store) runs in a bounded worker pool, and a
+request that finds the pool saturated gets a fast 503 instead of a queue.
+FastAPI still builds ``/openapi.json`` (:mod:`.docs`) and answers unknown
+paths and methods.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, TypeVar
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-from fastapi import Body, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import RootModel, ValidationError
-from starlette.exceptions import HTTPException
+from pydantic import ValidationError
 
 from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable
 from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
-from ..models import (
-    Capabilities,
-    DeviceAttribute,
-    DeviceIdentifiers,
-    NetworkConfig,
-    ProfileRequest,
-    WireModel,
+from ..logsafe import safe
+from ..models import DeviceIdentifiers, NetworkConfig, ProfileRequest, WireModel
+from .docs import documentation_app
+from .middleware import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    WebhookMiddleware,
+    claim_uid_of,
+    has_unpaired_surrogate,
+    printable,
 )
-from .middleware import WebhookMiddleware
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("dranet_cloud.server.access")
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
+# Enough for a batch of concurrent IPAM writes to share a commit; more threads only
+# fight over the GIL and the store lock.
+DEFAULT_WORKERS = 8
 _MAX_REPORTED_ERRORS = 5
 T = TypeVar("T")
 
+# Input limits (each 400 names the limit it broke).  Kubernetes UIDs are 36
+# characters; DRANET device names are interface names (15) or DRA device
+# names (a DNS label, 63); a claim asks for one address per family.
+MAX_CLAIM_UID = 128
+MAX_DEVICE_FIELD = 64
+MAX_STATIC_ADDRESSES = 16
+_CLAIM_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
-class AttributeMapDoc(RootModel[dict[str, DeviceAttribute]]):
-    """The ``/GetDeviceAttributes`` answer: qualified name -> DeviceAttribute (docs only)."""
+# (status, body, content type); the content type is empty for an empty body.
+Reply = tuple[int, bytes, bytes]
+# Called once per request with method, path, status and seconds taken (metrics).
+RequestObserver = Callable[[str, str, int, float], None]
+
+_JSON = b"application/json"
+_TEXT = b"text/plain; charset=utf-8"
+_NO_SNIFF = (b"x-content-type-options", b"nosniff")
 
 
 class ReleaseRequest(WireModel):
@@ -66,13 +100,14 @@ class ReleaseRequest(WireModel):
     config: dict[str, Any] | None = None
 
 
-def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -> PlainTextResponse:
+def text_reply(status: int, message: str) -> Reply:
     """An error body shaped like Go's ``http.Error``: the message and a newline."""
-    return PlainTextResponse(
-        message + "\n",
-        status_code=status,
-        headers={"X-Content-Type-Options": "nosniff", **(headers or {})},
-    )
+    return status, (message + "\n").encode("utf-8"), _TEXT
+
+
+def json_reply(doc: Any) -> Reply:
+    """A 200 with compact JSON, as Go's encoder writes it."""
+    return 200, json.dumps(doc, separators=(",", ":")).encode("utf-8"), _JSON
 
 
 def describe_validation_errors(path: str, errors: Sequence[Any]) -> str:
@@ -92,13 +127,13 @@ def describe_validation_errors(path: str, errors: Sequence[Any]) -> str:
         else:
             field = ".".join(loc) or "(body)"
             msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-            parts.append(f"{field}: {msg}")
+            parts.append(f"{field}: {safe(msg)}")
     if len(errors) > _MAX_REPORTED_ERRORS:
         parts.append(f"and {len(errors) - _MAX_REPORTED_ERRORS} more")
     return f"invalid request body for {path}: " + "; ".join(parts or ["rejected"])
 
 
-def _no_role(role: str, path: str) -> PlainTextResponse:
+def _no_role(role: str, path: str) -> Reply:
     if role == "cloud":
         fix = (
             "start `dranet-cloud serve` with a cloud plugin (--cloud-provider-hint NAME), or drop "
@@ -109,185 +144,358 @@ def _no_role(role: str, path: str) -> PlainTextResponse:
             "start `dranet-cloud serve` with --ipam-range CIDR (the local-ipam profile) or a "
             "--profile-provider plugin, or drop --profile-provider=webhook from DRANET"
         )
-    return _text(
+    return text_reply(
         400,
         f"POST {path}: this server has no {role} provider role (GET /health reports "
         f"{role}Provider=false); {fix}",
     )
 
 
-def _call(path: str, what: str, fn: Callable[[], T]) -> T | Response:
+def device_limit_problem(device: DeviceIdentifiers) -> str | None:
+    """Which size limit the device identifiers break, or ``None``."""
+    for field, value in (
+        ("device.name", device.name),
+        ("device.mac_address", device.mac_address),
+        ("device.pci_address", device.pci_address),
+    ):
+        if value and len(value) > MAX_DEVICE_FIELD:
+            return f"{field} is {len(value)} characters, over the limit of {MAX_DEVICE_FIELD}"
+    return None
+
+
+def claim_uid_problem(uid: str) -> str | None:
+    """Why ``uid`` is not an acceptable claim UID, or ``None``."""
+    if not uid:
+        return None  # the host explains an empty one
+    if len(uid) > MAX_CLAIM_UID:
+        return f"claim_uid is {len(uid)} characters, over the limit of {MAX_CLAIM_UID}"
+    if not _CLAIM_UID.fullmatch(uid):
+        return (
+            f"claim_uid {safe(uid, 80)} may hold only letters, digits and . _ : - "
+            "(a Kubernetes UID looks like 4f9d3c1e-7a51-4c8e-9d1b-2b6f0c9a7e11)"
+        )
+    return None
+
+
+def config_limit_problem(config: NetworkConfig | None) -> str | None:
+    """Which size limit the claim's config breaks, or ``None``."""
+    addresses = config.interface.addresses if config is not None else None
+    if addresses and len(addresses) > MAX_STATIC_ADDRESSES:
+        return (
+            f"config.interface.addresses holds {len(addresses)} addresses, over the limit of "
+            f"{MAX_STATIC_ADDRESSES} per claim"
+        )
+    return None
+
+
+def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
     """Run a host call, turning its errors into BYODP status codes."""
     try:
         return fn()
     except ProfileDenied as exc:
         status = exc.status if 400 <= exc.status < 600 else 400
-        log.info("POST %s denied (%d) for %s: %s", path, status, what, exc.message)
-        return _text(status, exc.message)
+        log.info("POST %s denied (%d) for %s: %s", path, status, what, safe(exc.message, 500))
+        return text_reply(status, exc.message)
     except InvalidIpamRequest as exc:
-        return _text(400, str(exc))
+        return text_reply(400, str(exc))
     except (ProviderUnavailable, ConfigError, DranetCloudError) as exc:
-        log.warning("POST %s for %s failed (temporary, the kubelet retries): %s", path, what, exc)
-        return _text(500, str(exc))
+        log.warning(
+            "POST %s for %s failed (temporary, the kubelet retries): %s",
+            path,
+            what,
+            safe(exc, 500),
+        )
+        return text_reply(500, str(exc))
     except Exception as exc:
         log.exception("POST %s for %s: unexpected error", path, what)
-        return _text(500, f"POST {path} for {what}: internal error ({type(exc).__name__}: {exc})")
+        return text_reply(
+            500, f"POST {path} for {what}: internal error ({type(exc).__name__}: {safe(exc)})"
+        )
 
 
-_TEXT_ERROR = {"content": {"text/plain": {"schema": {"type": "string"}}}}
-_COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {
-        "description": "malformed request (the body names the field) or a role this "
-        "server does not have",
-        **_TEXT_ERROR,
-    },
-    413: {"description": "request body over --max-body-bytes", **_TEXT_ERROR},
-    500: {"description": "temporary failure; the kubelet retries", **_TEXT_ERROR},
-}
-_PROFILE_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_COMMON_ERRORS,
-    404: {"description": "unknown profile", **_TEXT_ERROR},
-    409: {
-        "description": "conflict with current state (static address held by another "
-        "claim, range exhausted)",
-        **_TEXT_ERROR,
-    },
-}
+class _Route:
+    """A fast-path endpoint: its method and a parser that returns a blocking job or a reply."""
 
-_DEVICE_EXAMPLES = {
-    "nic": {
-        "summary": "a NIC with MAC and PCI address",
-        "value": {
-            "mac_address": "42:01:c0:a8:01:02",
-            "pci_address": "0000:00:05.0",
-            "name": "eth1",
-        },
-    },
-    "name-only": {"summary": "only a name", "value": {"name": "eno1"}},
-}
-_PROFILE_EXAMPLES = {
-    "local-ipam": {
-        "summary": "ask local-ipam for an address",
-        "value": {
-            "device": {"mac_address": "42:01:c0:a8:01:02", "name": "eth1"},
-            "claim_uid": "4f9d3c1e-7a51-4c8e-9d1b-2b6f0c9a7e11",
-            "config": {"profile": "local-ipam", "interface": {}},
-        },
-    },
-    "static": {
-        "summary": "reserve a static address through local-ipam",
-        "value": {
-            "device": {"name": "eth1"},
-            "claim_uid": "0b7e52a4-1d2f-4f0e-8f4c-5b3d8a9c6e20",
-            "config": {"profile": "local-ipam", "interface": {"addresses": ["10.0.0.77/24"]}},
-        },
-    },
-}
-
-DeviceBody = Annotated[DeviceIdentifiers, Body(openapi_examples=_DEVICE_EXAMPLES)]
-ProfileBody = Annotated[ProfileRequest, Body(openapi_examples=_PROFILE_EXAMPLES)]
-ReleaseBody = Annotated[ReleaseRequest, Body(openapi_examples=_PROFILE_EXAMPLES)]
+    def __init__(
+        self, method: str, parse: Callable[[str, Any], Callable[[], Reply] | Reply]
+    ) -> None:
+        self.method = method
+        self.parse = parse
 
 
-def create_app(
-    host: ProviderHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, access_log: bool = True
-) -> FastAPI:
+class ByodpApp:
     """The ASGI application serving ``host``, which must be started.
 
-    :class:`WebhookMiddleware` sits in front of every route, so the body cap
-    and the access log also cover requests FastAPI rejects.
+    ``observers`` receive every finished request (``method, path, status,
+    seconds``), the place for metrics.  ``store_health`` returns why the
+    store cannot be trusted (or ``None``); by default it asks the host's IPAM
+    store, if one is open, through its ``health_problem()`` method.
     """
-    host.capabilities()  # raises at once when host.start() was not called
-    api = FastAPI(
-        title="dranet-cloud BYODP webhook",
-        description="DRANET's Bring-Your-Own-DRANET-Provider protocol served by dranet-cloud.",
-        version="1",
-        separate_input_output_schemas=False,
-        docs_url=None,
-        redoc_url=None,
-    )
 
-    @api.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        return _text(400, describe_validation_errors(request.url.path, exc.errors()))
+    def __init__(
+        self,
+        host: ProviderHost,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        access_log: bool = True,
+        workers: int = DEFAULT_WORKERS,
+        max_in_flight: int | None = None,
+        store_health: Callable[[], str | None] | None = None,
+    ) -> None:
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+        caps = host.capabilities()  # raises at once when host.start() was not called
+        self.host = host
+        self.max_body_bytes = max_body_bytes
+        self.access_log = access_log
+        self.observers: list[RequestObserver] = []
+        self.max_in_flight = max_in_flight if max_in_flight is not None else workers * 4
+        self._cloud = caps.cloud_provider
+        self._profile = caps.profile_provider
+        self._health_body = json.dumps(caps.to_wire(), separators=(",", ":")).encode()
+        self._store_health = store_health or self._open_store_health
+        self._workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._in_flight = 0
+        self._routes: dict[str, _Route] = {
+            "/GetDeviceAttributes": _Route("POST", self._device_attributes),
+            "/GetDeviceConfig": _Route("POST", self._device_config),
+            "/GetProfileConfig": _Route("POST", self._profile_config),
+            "/ReleaseProfileConfig": _Route("POST", self._release),
+        }
+        self._docs: ASGIApp | None = None
+        self._docs_args = (max_body_bytes, access_log)
 
-    @api.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> Response:
-        # Unknown paths and wrong methods: plain text like Go's mux, not FastAPI's JSON.
-        return _text(
-            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", exc.headers
-        )
+    # --- plumbing -------------------------------------------------------------
 
-    @api.get(
-        "/health",
-        responses={200: {"model": Capabilities}},
-        summary="the roles this server really has",
-    )
-    def health() -> Response:
-        return JSONResponse(host.capabilities().to_wire())
+    @property
+    def docs(self) -> ASGIApp:
+        """The FastAPI documentation app (built on first use: it costs ~100 ms)."""
+        if self._docs is None:
+            cap, logged = self._docs_args
+            docs = documentation_app()
+            self._docs = WebhookMiddleware(docs, max_body_bytes=cap, access_log=logged)
+        return self._docs
 
-    @api.post(
-        "/GetDeviceAttributes",
-        responses={200: {"model": AttributeMapDoc}, **_COMMON_ERRORS},
-        summary="cloud role: attributes for a device's ResourceSlice entry",
-    )
-    def get_device_attributes(device: DeviceBody) -> Response:
-        path = "/GetDeviceAttributes"
-        if not host.capabilities().cloud_provider:
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="byodp-worker")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the worker pool once the running jobs are done."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _open_store_health(self) -> str | None:
+        store = self.host.context.ipam_if_open
+        probe = getattr(store, "health_problem", None)
+        return probe() if callable(probe) else None
+
+    def health(self) -> Reply:
+        """``/health``: built once, plus a cheap, non-blocking look at the store."""
+        problem = self._store_health()
+        if problem:
+            return text_reply(503, f"unhealthy: {problem}")
+        return 200, self._health_body, _JSON
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or ``None`` when it passes the cap."""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    if int(value) > self.max_body_bytes:
+                        return None
+                except ValueError:
+                    pass
+        message = await receive()
+        body: bytes = message.get("body", b"")
+        if not message.get("more_body", False):
+            return body if len(body) <= self.max_body_bytes else None
+        chunks = [body]
+        size = len(body)
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.docs(scope, receive, send)
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        started = time.perf_counter()
+        claim: str | None = None
+        if path == "/health" and method == "GET":
+            reply = self.health()
+        else:
+            route = self._routes.get(path)
+            if route is None or method != route.method:
+                await self.docs(scope, receive, send)
+                return
+            body = await self._read_body(scope, receive)
+            if body is None:
+                reply = text_reply(
+                    413,
+                    f"request body exceeds this server's limit of {self.max_body_bytes} bytes; "
+                    "BYODP bodies are small JSON documents (raise --max-body-bytes if yours "
+                    "are legitimately larger)",
+                )
+            else:
+                claim, reply_or_job = self._parse(path, route, body)
+                if callable(reply_or_job):
+                    reply = await self._run(reply_or_job)
+                else:
+                    reply = reply_or_job
+        status, payload, ctype = reply
+        headers = [(b"content-length", b"%d" % len(payload))]
+        if ctype:
+            headers.append((b"content-type", ctype))
+            if ctype is _TEXT:
+                headers.append(_NO_SNIFF)
+        # Logged before the answer leaves: once a client has it, the line exists.
+        self._finished(method, path, status, started, claim)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    def _finished(
+        self, method: str, path: str, status: int, started: float, claim: str | None
+    ) -> None:
+        elapsed = time.perf_counter() - started
+        if self.access_log:
+            who = "-" if claim is None else printable(claim)
+            access_log.info("%s %s %d %.2fms claim=%s", method, path, status, elapsed * 1e3, who)
+        for observe in self.observers:
+            try:
+                observe(method, path, status, elapsed)
+            except Exception:
+                log.exception("request observer %r failed", observe)
+
+    def _parse(
+        self, path: str, route: _Route, body: bytes
+    ) -> tuple[str | None, Callable[[], Reply] | Reply]:
+        if not body:
+            return None, text_reply(
+                400, f"invalid request body for {path}: the body is missing; send a JSON document"
+            )
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            where = f" at byte {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+            return None, text_reply(
+                400, f"invalid request body for {path}: malformed JSON{where}: {detail}"
+            )
+        except RecursionError:
+            return None, text_reply(400, f"invalid request body for {path}: nested too deeply")
+        claim = claim_uid_of(doc)
+        if b"\\u" in body and has_unpaired_surrogate(doc):
+            return claim, text_reply(
+                400,
+                f"invalid request body for {path}: a JSON string holds an unpaired UTF-16 "
+                "surrogate escape (such as \\ud800), which is not valid Unicode",
+            )
+        try:
+            return claim, route.parse(path, doc)
+        except ValidationError as exc:
+            return claim, text_reply(400, describe_validation_errors(path, exc.errors()))
+
+    async def _run(self, job: Callable[[], Reply]) -> Reply:
+        """Run a blocking job in the pool; 503 at once when the pool is saturated."""
+        if self._in_flight >= self.max_in_flight:
+            return text_reply(
+                503,
+                f"the server has {self._in_flight} requests in progress (limit "
+                f"{self.max_in_flight}); a plugin or the IPAM store is slow, retry later",
+            )
+        self._in_flight += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor(), job)
+        finally:
+            self._in_flight -= 1
+
+    # --- endpoints (parse on the loop, return the blocking part) ------------------
+
+    def _device_job(
+        self, path: str, doc: Any, call: Callable[[DeviceIdentifiers], Reply]
+    ) -> Callable[[], Reply] | Reply:
+        device = DeviceIdentifiers.model_validate(doc)
+        if not self._cloud:
             return _no_role("cloud", path)
-        result = _call(path, f"device {device.label()}", lambda: host.device_attributes(device))
-        if isinstance(result, Response):
-            return result
-        return JSONResponse({k: v.to_wire() for k, v in result.items()})
+        problem = device_limit_problem(device)
+        if problem:
+            return text_reply(400, f"invalid request body for {path}: {problem}")
+        return lambda: call(device)
 
-    @api.post(
-        "/GetDeviceConfig",
-        responses={200: {"model": NetworkConfig}, **_COMMON_ERRORS},
-        summary="cloud role: the cloud's NetworkConfig for a device",
-    )
-    def get_device_config(device: DeviceBody) -> Response:
-        path = "/GetDeviceConfig"
-        if not host.capabilities().cloud_provider:
-            return _no_role("cloud", path)
-        result = _call(path, f"device {device.label()}", lambda: host.device_config(device))
-        if isinstance(result, Response):
-            return result
-        return JSONResponse((result or NetworkConfig()).to_wire())
+    def _device_attributes(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
+        def job(device: DeviceIdentifiers) -> Reply:
+            what = f"device {safe(device.label())}"
+            result = _call(path, what, lambda: self.host.device_attributes(device))
+            if isinstance(result, tuple):
+                return result
+            return json_reply({k: v.to_wire() for k, v in result.items()})
 
-    @api.post(
-        "/GetProfileConfig",
-        responses={200: {"model": NetworkConfig}, **_PROFILE_ERRORS},
-        summary="profile role: the profile's NetworkConfig for a claim (idempotent)",
-    )
-    def get_profile_config(req: ProfileBody) -> Response:
-        path = "/GetProfileConfig"
-        if not host.capabilities().profile_provider:
+        return self._device_job(path, doc, job)
+
+    def _device_config(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
+        def job(device: DeviceIdentifiers) -> Reply:
+            what = f"device {safe(device.label())}"
+            result = _call(path, what, lambda: self.host.device_config(device))
+            if isinstance(result, tuple):
+                return result
+            return json_reply((result or NetworkConfig()).to_wire())
+
+        return self._device_job(path, doc, job)
+
+    def _claim_problem(self, path: str, device: DeviceIdentifiers, uid: str) -> Reply | None:
+        problem = device_limit_problem(device) or claim_uid_problem(uid)
+        return text_reply(400, f"invalid request body for {path}: {problem}") if problem else None
+
+    def _profile_config(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
+        req = ProfileRequest.model_validate(doc)
+        if not self._profile:
             return _no_role("profile", path)
+        bad = self._claim_problem(path, req.device, req.claim_uid)
+        problem = config_limit_problem(req.config)
+        if bad is not None or problem:
+            return bad or text_reply(400, f"invalid request body for {path}: {problem}")
         config = req.config or NetworkConfig()
-        result = _call(
-            path,
-            f"device {req.device.label()} claim {req.claim_uid}",
-            lambda: host.profile_config(req.device, req.claim_uid, config),
-        )
-        if isinstance(result, Response):
-            return result
-        return JSONResponse((result or NetworkConfig()).to_wire())
+        what = f"device {safe(req.device.label())} claim {safe(req.claim_uid)}"
 
-    @api.post(
-        "/ReleaseProfileConfig",
-        responses={
-            200: {"description": "released (also when nothing was held)"},
-            **_PROFILE_ERRORS,
-        },
-        summary="profile role: release what a claim holds (best effort)",
-    )
-    def release_profile_config(req: ReleaseBody) -> Response:
-        path = "/ReleaseProfileConfig"
-        if not host.capabilities().profile_provider:
+        def job() -> Reply:
+            result = _call(
+                path, what, lambda: self.host.profile_config(req.device, req.claim_uid, config)
+            )
+            if isinstance(result, tuple):
+                return result
+            return json_reply((result or NetworkConfig()).to_wire())
+
+        return job
+
+    def _release(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
+        req = ReleaseRequest.model_validate(doc)
+        if not self._profile:
             return _no_role("profile", path)
         if not req.claim_uid:
-            return _text(400, f"invalid request body for {path}: claim_uid is empty")
-        what = f"device {req.device.label()} claim {req.claim_uid}"
+            return text_reply(400, f"invalid request body for {path}: claim_uid is empty")
+        bad = self._claim_problem(path, req.device, req.claim_uid)
+        if bad is not None:
+            return bad
+        what = f"device {safe(req.device.label())} claim {safe(req.claim_uid)}"
         config: NetworkConfig | None = None
         if req.config is not None:
             try:
@@ -299,36 +507,49 @@ def create_app(
                     what,
                     describe_validation_errors(path, exc.errors()),
                 )
-        released = _call(path, what, lambda: host.release(req.device, req.claim_uid, config))
-        if isinstance(released, Response):
-            return released
-        if not released:
-            return _text(
-                500,
-                f"POST {path} for {what}: the provider could not release it "
-                "(see the server log); reclaim it with `dranet-cloud ipam gc` or --gc-interval",
-            )
-        return Response(status_code=200)
 
-    def openapi() -> dict[str, Any]:
-        """FastAPI's document without the 422 it never sends (validation answers 400)."""
-        if api.openapi_schema is None:
-            doc = get_openapi(
-                title=api.title,
-                version=api.version,
-                description=api.description,
-                routes=api.routes,
-                separate_input_output_schemas=False,
+        def job() -> Reply:
+            released = _call(
+                path, what, lambda: self.host.release(req.device, req.claim_uid, config)
             )
-            for item in doc.get("paths", {}).values():
-                for op in item.values():
-                    op.get("responses", {}).pop("422", None)
-            schemas = doc.get("components", {}).get("schemas", {})
-            schemas.pop("HTTPValidationError", None)
-            schemas.pop("ValidationError", None)
-            api.openapi_schema = doc
-        return api.openapi_schema
+            if isinstance(released, tuple):
+                return released
+            if not released:
+                return text_reply(
+                    500,
+                    f"POST {path} for {what}: the provider could not release it "
+                    "(see the server log); reclaim it with `dranet-cloud ipam gc` or --gc-interval",
+                )
+            return 200, b"", b""
 
-    api.openapi = openapi  # type: ignore[method-assign]
-    api.add_middleware(WebhookMiddleware, max_body_bytes=max_body_bytes, access_log=access_log)
-    return api
+        return job
+
+
+def create_app(
+    host: ProviderHost,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    access_log: bool = True,
+    workers: int = DEFAULT_WORKERS,
+    store_health: Callable[[], str | None] | None = None,
+) -> ByodpApp:
+    """The ASGI application serving ``host``, which must be started."""
+    return ByodpApp(
+        host,
+        max_body_bytes=max_body_bytes,
+        access_log=access_log,
+        workers=workers,
+        store_health=store_health,
+    )
+
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "ByodpApp",
+    "Message",
+    "ReleaseRequest",
+    "Reply",
+    "RequestObserver",
+    "create_app",
+    "describe_validation_errors",
+]

@@ -34,7 +34,7 @@ class BodyTooLarge(Exception):
     """The request body passed the configured cap while it was being read."""
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """``text`` safe for one log line: no control characters, bounded length."""
     clean = "".join(c if c.isprintable() and c != " " else "?" for c in text)
     if len(clean) > _MAX_LOGGED_CLAIM:
@@ -146,7 +146,7 @@ class WebhookMiddleware:
                 return
             logged = True
             elapsed_ms = (time.perf_counter() - started) * 1000.0
-            who = "-" if claim is None else _printable(claim)
+            who = "-" if claim is None else printable(claim)
             log.info("%s %s %d %.2fms claim=%s", method, path, status, elapsed_ms, who)
 
         async def send_and_record(message: Message) -> None:

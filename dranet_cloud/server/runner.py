@@ -10,8 +10,12 @@ above still runs and the process exits 0.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import ipaddress
 import logging
+import math
+import resource
 import signal
 import socket
 import threading
@@ -25,9 +29,10 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..host import ProviderHost
-from .app import DEFAULT_MAX_BODY_BYTES, create_app
+from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
 from .collector import PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
+from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +52,32 @@ class ServeOptions:
     shutdown_timeout: int | None = 25
     # Longer than DRANET's request spacing, so Go's pooled connections are rarely
     # closed under it; an idle unix-socket connection costs nothing.
-    keep_alive_timeout: int = 60
+    keep_alive_timeout: float = 60.0
+    # From a connection's first byte (or its accept) to the end of its request.
+    request_timeout: float = 10.0
+    # None: derived from the open-file limit (see default_max_connections).
+    max_connections: int | None = None
+    workers: int = DEFAULT_WORKERS
+    tls_cert: str | None = None
+    tls_key: str | None = None
     access_log: bool = True
+
+
+def default_max_connections() -> int:
+    """Half the open-file limit, within 16-4096: the rest is for the store, plugins, logs."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(16, min(4096, soft // 2))
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Uvicorn(uvicorn.Server):
@@ -59,6 +88,7 @@ class _Uvicorn(uvicorn.Server):
         self._on_started = on_started
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        quiet_accept_errors(asyncio.get_running_loop())
         await super().startup(sockets=sockets)
         if self.started and not self.should_exit:
             self._on_started()
@@ -94,8 +124,20 @@ class WebhookServer:
             )
         elif options.gc_older_than is not None or options.gc_live_claims is not None:
             raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
+        if (options.tls_cert is None) != (options.tls_key is None):
+            raise ConfigError("--tls-cert and --tls-key go together; pass both or neither")
+        if options.request_timeout <= 0 or options.keep_alive_timeout <= 0:
+            raise ConfigError("the request and idle timeouts must be positive")
+        self.limits = ConnectionLimits(
+            max_connections=options.max_connections or default_max_connections(),
+            request_timeout=options.request_timeout,
+            idle_timeout=options.keep_alive_timeout,
+        )
         self.app = create_app(
-            host, max_body_bytes=options.max_body_bytes, access_log=options.access_log
+            host,
+            max_body_bytes=options.max_body_bytes,
+            access_log=options.access_log,
+            workers=options.workers,
         )
         if host.profile_routes or self.collector is not None:
             # Open the store now: a bad --ipam-db fails start-up, not every claim.
@@ -114,15 +156,31 @@ class WebhookServer:
         return self.bound.url
 
     def _prepare(self) -> _Uvicorn:
-        self.bound = bind(self.address, socket_mode=self.options.socket_mode)
+        opts = self.options
+        self.bound = bind(self.address, socket_mode=opts.socket_mode)
+        if opts.tls_cert is not None and self.bound.url.startswith("http://"):
+            self.bound.url = "https://" + self.bound.url.removeprefix("http://")
+        if self.address.uds is None and not _is_loopback(self.address.host):
+            log.warning(
+                "BYODP server: listening on %s, beyond loopback; the webhook has no "
+                "authentication, so anyone who can reach it can allocate and release addresses%s. "
+                "Prefer a unix socket (--listen unix:///run/dranet/webhook.sock) or 127.0.0.1",
+                self.bound.url,
+                "" if opts.tls_cert else " and read the traffic (no --tls-cert)",
+            )
         config = uvicorn.Config(
             self.app,
+            http=protocol_class(self.limits),
+            loop="auto",  # uvloop when installed
             lifespan="off",
             log_config=None,
             access_log=False,
-            timeout_keep_alive=self.options.keep_alive_timeout,
-            timeout_graceful_shutdown=self.options.shutdown_timeout,
+            timeout_keep_alive=math.ceil(opts.keep_alive_timeout),  # the protocol's is exact
+            timeout_graceful_shutdown=opts.shutdown_timeout,
             server_header=False,
+            date_header=False,
+            ssl_certfile=opts.tls_cert,
+            ssl_keyfile=opts.tls_key,
         )
         self._server = _Uvicorn(config, self._started)
         return self._server
@@ -157,6 +215,7 @@ class WebhookServer:
             self.collector.stop()
         if self.bound is not None:
             self.bound.cleanup()
+        self.app.close()
         if self.close_host:
             self.host.close()
         log.info("BYODP server stopped")

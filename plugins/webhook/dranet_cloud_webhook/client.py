@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from dranet_cloud.errors import ProfileDenied, ProviderUnavailable
+from dranet_cloud.httpdeadline import deadline_transport, expired, within
 
 from .endpoint import PLUGIN, TlsSettings, WebhookEndpoint, build_ssl_context
 
@@ -75,7 +76,7 @@ def pooled_client(endpoint: WebhookEndpoint, tls: TlsSettings) -> httpx.Client:
                     PLUGIN,
                     endpoint.url,
                 )
-        transport = httpx.HTTPTransport(
+        transport = deadline_transport(
             verify=verify,
             uds=endpoint.uds,
             trust_env=False,  # a node-local webhook must never go through a proxy
@@ -127,6 +128,21 @@ def send(
     here (callers fail fast); both raise :class:`WebhookUnavailable`.
     """
     where = f"{method} {endpoint.describe(path)}"
+    # ``timeout`` bounds the whole call (connect, headers, every body byte and
+    # the one resend), not each socket read: a dripping webhook is cut off.
+    with within(timeout):
+        return _send(client, where, method, path, body, timeout, max_bytes)
+
+
+def _send(
+    client: httpx.Client,
+    where: str,
+    method: str,
+    path: str,
+    body: bytes | None,
+    timeout: float,
+    max_bytes: int,
+) -> WebhookAnswer:
     headers = JSON_HEADERS if body is not None else None
     for attempt in (1, 2):
         try:
@@ -140,7 +156,7 @@ def send(
                     content_type=response.headers.get("content-type", ""),
                 )
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            if attempt == 1:
+            if attempt == 1 and not expired():
                 log.debug("%s: %s: connection dropped (%s), sending once more", PLUGIN, where, exc)
                 continue
             raise WebhookUnavailable(
@@ -170,6 +186,8 @@ def _read_capped(response: httpx.Response, max_bytes: int, where: str) -> bytes:
     chunks: list[bytes] = []
     total = 0
     for chunk in response.iter_bytes():
+        if expired():
+            raise httpx.ReadTimeout("the end-to-end deadline passed", request=response.request)
         total += len(chunk)
         if total > max_bytes:
             raise WebhookUnavailable(

@@ -9,6 +9,7 @@ that cannot be prepared.
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -196,6 +197,8 @@ def _positive_float(context: ProviderContext, key: str, default: float) -> float
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{PLUGIN}: setting {key}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"{PLUGIN}: setting {key}={raw!r} must be a positive number of seconds")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(
+            f"{PLUGIN}: setting {key}={raw!r} must be a positive, finite number of seconds"
+        )
     return value

@@ -1,0 +1,519 @@
+"""Issue 16: no peer, input or fault can hang, starve or fool the node service.
+
+Every test runs a real server (uvicorn on a unix socket) or a real loopback
+peer.  The few time bounds are generous: they fail only when a wait is
+unbounded or when ``/health`` queues behind the worker pool, never because
+the machine is slow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import sqlite3
+import ssl
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dranet_cloud.context import InstanceSnapshot, ProviderContext
+from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.host import ProviderHost
+from dranet_cloud.ipam import Owner, SqliteStore
+from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
+from dranet_cloud.logsafe import safe
+from dranet_cloud.metadata import MetadataClient, MetadataError, TokenSpec
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.server.runner import ServeOptions, WebhookServer
+from dranet_cloud.testing.drip import DrippingServer
+
+# Far above a healthy /health (well under a millisecond), far below the waits
+# it must not share: the 3 s database lock and the 5 s profile peer.
+HEALTH_BOUND = 1.0
+
+
+class SlowProfile:
+    """A profile peer that takes up to 5 s (until released)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    @hookimpl
+    def profile_config(
+        self,
+        context: ProviderContext,
+        instance: InstanceSnapshot | None,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig,
+    ) -> NetworkConfig | None:
+        self.entered.release()
+        self.release.wait(5)
+        return None
+
+    @hookimpl
+    def release_profile_config(
+        self,
+        context: ProviderContext,
+        instance: InstanceSnapshot | None,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig | None,
+    ) -> bool:
+        return True
+
+
+def make_host(tmp_path: Path, *, busy_timeout: float = 5.0, extra: object = None) -> ProviderHost:
+    reg = PluginRegistry(load_entry_points=False)
+    reg.register(LocalIpamPlugin(LocalIpamConfig.parse(["10.30.0.0/24"])), PLUGIN_NAME)
+    routes = {"local-ipam": PLUGIN_NAME}
+    if extra is not None:
+        reg.register(extra, "slow")
+        routes["slow"] = "slow"
+    db = tmp_path / "ipam.db"
+    host = ProviderHost(
+        cloud_provider_hint="none",
+        profile_provider="none",
+        host_root=str(tmp_path),
+        registry=reg,
+        ipam_factory=lambda: SqliteStore(db, busy_timeout=busy_timeout),
+        profile_routes=routes,
+        env={},
+    )
+    host.start()
+    return host
+
+
+def serve(host: ProviderHost, tmp_path: Path, **opts: object) -> WebhookServer:
+    options = ServeOptions(listen=f"unix://{tmp_path}/hook.sock", **opts)  # type: ignore[arg-type]
+    return WebhookServer(host, options).start()
+
+
+def client(server: WebhookServer) -> httpx.Client:
+    assert server.bound is not None and server.bound.path is not None
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=server.bound.path), base_url="http://x", timeout=30
+    )
+
+
+def claim(uid: str, profile: str = "local-ipam", **iface: object) -> dict[str, object]:
+    return {
+        "device": {"name": "eth1"},
+        "claim_uid": uid,
+        "config": {"profile": profile, "interface": iface},
+    }
+
+
+def timed_health(server: WebhookServer) -> tuple[float, httpx.Response]:
+    with client(server) as c:
+        start = time.monotonic()
+        r = c.get("/health")
+        return time.monotonic() - start, r
+
+
+def raw_connect(server: WebhookServer) -> socket.socket:
+    assert server.bound is not None and server.bound.path is not None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(server.bound.path)
+    return s
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[ProviderHost]:
+    h = make_host(tmp_path)
+    yield h
+    h.close()
+
+
+# --- connections ------------------------------------------------------------------
+
+
+def test_idle_and_half_sent_connections_are_closed_within_the_timeouts(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    server = serve(host, tmp_path, request_timeout=0.5, keep_alive_timeout=0.5)
+    try:
+        silent, partial, kept = raw_connect(server), raw_connect(server), raw_connect(server)
+        partial.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        kept.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200")
+        start = time.monotonic()
+        # recv returns b"" once the server closed the connection; the socket's
+        # own 10 s timeout raises instead if it never does.
+        assert silent.recv(4096) == b""
+        assert partial.recv(4096) == b""
+        assert kept.recv(4096) == b""
+        assert time.monotonic() - start < 0.5 + 1.0
+        for s in (silent, partial, kept):
+            s.close()
+    finally:
+        server.stop()
+
+
+def test_at_the_connection_cap_idle_sockets_give_way_to_health(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    server = serve(host, tmp_path, max_connections=8, request_timeout=60.0)
+    try:
+        idle = [raw_connect(server) for _ in range(30)]
+        for _ in range(3):
+            _, r = timed_health(server)
+            assert r.status_code == 200
+        assert server.limits.evicted > 0
+        assert len(server.limits.open) <= 8
+        for s in idle:
+            s.close()
+    finally:
+        server.stop()
+
+
+# --- /health never waits on the pool -------------------------------------------------
+
+
+def test_health_answers_while_another_process_locks_the_database(tmp_path: Path) -> None:
+    host = make_host(tmp_path, busy_timeout=3.0)
+    server = serve(host, tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(tmp_path / 'ipam.db')!r}, isolation_level=None)\n"
+            "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        answers: list[httpx.Response] = []
+        blocked = [
+            threading.Thread(
+                target=lambda i=i: answers.append(
+                    client(server).post("/GetProfileConfig", json=claim(f"locked-{i}"))
+                )
+            )
+            for i in range(12)  # more than the worker pool
+        ]
+        for t in blocked:
+            t.start()
+        time.sleep(0.3)  # the claims are now waiting for the lock
+        elapsed, r = timed_health(server)
+        assert r.status_code == 200 and r.json() == {
+            "cloudProvider": False,
+            "profileProvider": True,
+        }
+        assert elapsed < HEALTH_BOUND, elapsed
+        for t in blocked:
+            t.join(30)
+        # The lock wait is bounded: a clear temporary failure, not a queue.
+        assert {a.status_code for a in answers} <= {500, 503}
+        assert any("locked" in a.text or "busy" in a.text for a in answers)
+    finally:
+        holder.kill()
+        holder.wait()
+        server.stop()
+        host.close()
+
+
+def test_health_answers_while_a_profile_peer_takes_5_seconds(tmp_path: Path) -> None:
+    slow = SlowProfile()
+    host = make_host(tmp_path, extra=slow)
+    server = serve(host, tmp_path, workers=2)
+    try:
+        callers = [
+            threading.Thread(
+                target=lambda i=i: client(server).post(
+                    "/GetProfileConfig", json=claim(f"slow-{i}", profile="slow")
+                )
+            )
+            for i in range(2)
+        ]
+        for t in callers:
+            t.start()
+        for _ in callers:
+            assert slow.entered.acquire(timeout=10)  # every worker is now busy
+        elapsed, r = timed_health(server)
+        assert r.status_code == 200
+        assert elapsed < HEALTH_BOUND, elapsed
+        slow.release.set()
+        for t in callers:
+            t.join(30)
+    finally:
+        slow.release.set()
+        server.stop()
+        host.close()
+
+
+# --- the store ---------------------------------------------------------------------
+
+
+def corrupt_database(path: Path) -> None:
+    """A database whose schema opens but whose data pages are garbage."""
+    with SqliteStore(path, synchronous="OFF") as store:
+        rng = [ip_range_from_cidr("10.0.0.0/16")]
+        for i in range(400):
+            store.allocate(Owner("p", "d", f"claim-{i:04d}-" + "x" * 60), rng)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    with open(path, "r+b") as f:
+        for page in range(pages // 2, pages // 2 + 4):
+            f.seek(page * page_size)
+            f.write(b"\xa5" * page_size)
+
+
+def test_a_corrupt_database_is_reported_at_start_up_and_by_health(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corrupt_database(tmp_path / "ipam.db")
+    host = make_host(tmp_path)
+    server = serve(host, tmp_path)
+    try:
+        assert any("failed its integrity check" in r.getMessage() for r in caplog.records)
+        _, r = timed_health(server)
+        assert r.status_code == 503
+        assert "integrity check" in r.text and str(tmp_path / "ipam.db") in r.text
+    finally:
+        server.stop()
+        host.close()
+
+
+def test_database_files_are_created_0600(tmp_path: Path) -> None:
+    old = os.umask(0)  # the mode must come from the store, not from the umask
+    try:
+        with SqliteStore(tmp_path / "ipam.db") as store:
+            store.allocate(Owner("p", "d", "c"), [ip_range_from_cidr("10.0.0.0/24")])
+            files = sorted(tmp_path.glob("ipam.db*"))
+            assert {f.name for f in files} >= {"ipam.db", "ipam.db-wal", "ipam.db-shm"}
+            for f in files:
+                assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+    finally:
+        os.umask(old)
+
+
+def test_concurrent_writes_share_commits_and_all_land(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ipam.db")
+    rng = [ip_range_from_cidr("10.0.0.0/16")]
+    got: dict[str, list[str]] = {}
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(40):
+                got[f"{t}-{i}"] = store.allocate(Owner("p", "d", f"{t}-{i}"), rng)
+            # A failing write in a group rolls back alone.
+            store.reserve(Owner("p", "d", f"static-{t}"), [got["0-0"][0] if t else "10.0.9.9"])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(errors) == 5 and all("already held" in str(e) for e in errors)
+    store.close()
+    with SqliteStore(tmp_path / "ipam.db") as again:
+        held = {a.owner.claim_uid: a.address for a in again.list()}
+    assert len(got) == 240 and all(held[k] == v[0] for k, v in got.items())
+    assert len(set(held.values())) == len(held)
+
+
+# --- input limits ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (claim("c" * 129), "claim_uid is 129 characters, over the limit of 128"),
+        (claim("c" * 500_000), "over the limit of 128"),
+        (claim("a b"), "claim_uid"),
+        (claim(" "), "claim_uid"),
+        (claim("c\n"), "claim_uid"),
+        (
+            claim("c", addresses=[f"10.30.1.{i}/32" for i in range(17)]),
+            "17 addresses, over the limit of 16",
+        ),
+        (
+            {"device": {"name": "e" * 65}, "claim_uid": "c", "config": {"profile": "local-ipam"}},
+            "device.name is 65 characters, over the limit of 64",
+        ),
+    ],
+)
+def test_oversized_or_malformed_claim_fields_are_400_naming_the_limit(
+    host: ProviderHost, tmp_path: Path, body: dict[str, object], named: str
+) -> None:
+    server = serve(host, tmp_path)
+    try:
+        with client(server) as c:
+            r = c.post("/GetProfileConfig", json=body)
+            assert r.status_code == 400, r.text
+            assert named in r.text
+            assert len(r.text) < 2000  # the refusal does not echo a huge value
+            release = c.post("/ReleaseProfileConfig", json=body)
+            assert release.status_code == 400 or "addresses" in named
+    finally:
+        server.stop()
+
+
+# --- deadlines of our own clients --------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_dripping_metadata_server_is_cut_off_at_the_deadline(phase: str) -> None:
+    with DrippingServer(phase=phase) as drip:
+        mc = MetadataClient(drip.url, plugin="fake", timeout=5.0)
+        start = time.monotonic()
+        with pytest.raises(MetadataError):
+            mc.get("/x", deadline=1.0)
+        assert time.monotonic() - start < 1.0 + 1.0
+        mc.close()
+
+
+def test_a_non_ascii_token_is_a_clean_provider_error() -> None:
+    spec = TokenSpec(path="/token", ttl_header="X-TTL", token_header="X-Token", ttl_seconds=60)
+
+    class TokenServer:
+        def __init__(self) -> None:
+            self.sock = socket.socket()
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.listen(4)
+            self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+            threading.Thread(target=self.serve, daemon=True).start()
+
+        def serve(self) -> None:
+            while True:
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.recv(65536)
+                    token = "tökén".encode()
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                        % len(token)
+                        + token
+                    )
+
+    srv = TokenServer()
+    with (
+        MetadataClient(srv.url, plugin="fake", token=spec) as mc,
+        pytest.raises(ProviderUnavailable, match="printable ASCII"),
+    ):
+        mc.get("/x")
+    srv.sock.close()
+
+
+# --- logging ---------------------------------------------------------------------------
+
+
+def test_log_fields_are_escaped_and_capped() -> None:
+    assert safe("eth1") == "eth1"
+    assert safe("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert safe("") == '""'
+    long = safe("x" * 400_000)
+    assert long.startswith("x" * 200) and long.endswith("...(+399800 chars)")
+    assert "\n" not in safe("\u2028line")
+
+
+def test_access_log_of_a_forged_claim_stays_one_bounded_line(
+    host: ProviderHost, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = serve(host, tmp_path)
+    try:
+        with client(server) as c:
+            forged = "x\nPOST /forged 200 0.1ms claim=y" * 1000
+            c.post("/GetProfileConfig", json=claim(forged))
+            c.post("/GetProfileConfig", json=claim("c", addresses=["10.30.0.9/32"]))
+            c.post("/GetProfileConfig", json=claim("d", addresses=["10.30.0.9/32"]))
+        lines = [r.getMessage() for r in caplog.records if r.name.startswith("dranet_cloud")]
+        assert any(r.name.endswith("access") for r in caplog.records)
+        assert lines and all("\n" not in line and len(line) < 1000 for line in lines), lines
+    finally:
+        server.stop()
+
+
+def test_health_body_is_exactly_the_roles(host: ProviderHost, tmp_path: Path) -> None:
+    server = serve(host, tmp_path)
+    try:
+        _, r = timed_health(server)
+        assert json.loads(r.content) == {"cloudProvider": False, "profileProvider": True}
+    finally:
+        server.stop()
+
+
+# --- listening beyond loopback ------------------------------------------------------------
+
+
+def test_listening_beyond_loopback_warns(
+    host: ProviderHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    server = WebhookServer(host, ServeOptions(listen="0.0.0.0:0"), close_host=False).start()
+    server.stop()
+    assert any("beyond loopback" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    server = WebhookServer(host, ServeOptions(listen="127.0.0.1:0"), close_host=False).start()
+    server.stop()
+    assert not any("beyond loopback" in r.getMessage() for r in caplog.records)
+
+
+def test_tls_cert_and_key_serve_https(host: ProviderHost, tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    options = ServeOptions(listen="127.0.0.1:0", tls_cert=str(cert), tls_key=str(key))
+    server = WebhookServer(host, options).start()
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        ctx = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(verify=ctx, trust_env=False) as c:
+            r = c.get(server.url + "/health")
+        assert r.status_code == 200 and r.json()["profileProvider"] is True
+    finally:
+        server.stop()
