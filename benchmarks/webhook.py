@@ -33,7 +33,7 @@ from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "plugins/webhook/examples/example_webhook.py"
-CONFIG = NetworkConfig.model_validate({"profile": "bench", "interface": {"type": "ipvlan"}})
+CONFIG = NetworkConfig.model_validate({"profile": "bench", "interface": {"type": "IPVLAN"}})
 
 
 @contextmanager

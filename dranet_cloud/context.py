@@ -24,6 +24,7 @@ from .hostroot import HostRoot
 
 if TYPE_CHECKING:
     from .ipam import IpamStore
+    from .kube.node import NodeSource
     from .snapshot import InstanceSnapshot as InstanceSnapshot
 
 
@@ -41,6 +42,14 @@ class ProviderOptions:
     probe_timeout: float = 1.0
     detect_deadline: float = 3.0
     request_timeout: float = 2.0
+    # The fewest attributes DRANET is assumed to publish per device (see
+    # dranet_cloud.budget); 0 = exactly what its sysfs count says.
+    dranet_attribute_floor: int = 0
+    # The node's Kubernetes name (--node-name; else NODE_NAME) and API config
+    # (--kubeconfig; else KUBECONFIG, else the service account), for plugins
+    # that read their facts from the Node object (context.node).
+    node_name: str | None = None
+    kubeconfig: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
 
     def setting(self, key: str, default: str | None = None) -> str | None:
@@ -60,6 +69,7 @@ class ProviderContext:
     explicit_roles: dict[str, frozenset[str]] = field(default_factory=dict)
     _ipam: IpamStore | None = field(default=None, repr=False)
     _ipam_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _node: NodeSource | None = field(default=None, repr=False)
 
     @property
     def ipam_if_open(self) -> IpamStore | None:
@@ -86,6 +96,26 @@ class ProviderContext:
                     self._ipam = self.ipam_factory()
             return self._ipam
 
+    @property
+    def node(self) -> NodeSource:
+        """This node's Kubernetes Node object (see :mod:`dranet_cloud.kube.node`).
+
+        Nothing is read until a plugin calls ``context.node.get(deadline,
+        fresh=...)``: plugins that never ask need neither a node name nor API
+        access.
+        """
+        if self._node is None:
+            from .kube.node import NodeSource
+
+            with self._ipam_lock:
+                if self._node is None:
+                    self._node = NodeSource(
+                        node_name=self.options.node_name,
+                        kubeconfig=self.options.kubeconfig,
+                        env=self.env,
+                    )
+        return self._node
+
 
 @dataclass(frozen=True)
 class SampleHost:
@@ -94,6 +124,9 @@ class SampleHost:
     root: Path
     description: str
     claim_device: str | None = None  # a NIC that can carry an IPVLAN claim
+    # The emulator fixture this node matches, when it is not the plugin's
+    # default one (a variant that is another instance type).
+    fixture: Path | None = None
 
 
 def __getattr__(name: str) -> Any:

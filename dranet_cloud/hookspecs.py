@@ -10,6 +10,14 @@ is ``firstresult``.  Which hooks a plugin implements decides its roles:
 * **enricher**: ``device_attributes`` without ``instance_properties``: its
   attributes are added on top of whichever cloud plugin is active.
 
+Devices: the host resolves the ``DeviceIdentifiers`` DRANET sent (an
+interface name, a DRA device name such as ``pci-0000-00-05-0``, a MAC or a
+PCI address alone) to the local NIC and passes the hooks that NIC's
+interface name (``""`` for a PCI function with no netdev), MAC and PCI
+address.  A plugin that reads the node goes through
+:func:`dranet_cloud.nic.resolve_nic`, never through ``device.name``, and keys
+nothing by the name alone (:func:`dranet_cloud.nic.nic_owner` for IPAM).
+
 Errors: raise :mod:`dranet_cloud.errors` types.  ``ProviderUnavailable`` for
 an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
 """
@@ -22,6 +30,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from .claims import ClaimReference
     from .context import InstanceSnapshot, ProviderContext, SampleHost
     from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from .settings import Setting
@@ -100,7 +109,10 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
     (rate-limited) when a device's MAC is unknown to the snapshot.  Retry
     while the server comes up, until ``deadline`` seconds have passed, then
     raise ``ProviderUnavailable``.  The host turns that into
-    ``ProviderInitError`` when the plugin was requested explicitly.
+    ``ProviderInitError`` when the plugin was requested explicitly.  A plugin
+    whose facts are on the node's Kubernetes Node object (CKS) reads it here
+    with ``context.node.get(deadline, fresh=True)``, so it is read once at
+    start and again on each refresh; no other plugin makes the core read it.
     """
 
 
@@ -113,8 +125,25 @@ def device_attributes(
     Called by the host when it publishes devices; the result is cached per
     device.  ``instance`` is ``None`` for enrichers called without a cloud
     plugin.  The host validates every attribute against the API-server
-    limits and drops invalid ones with a warning.  ``None`` or ``{}``: nothing
-    to add.
+    limits and drops invalid ones with a warning, then keeps as many as the
+    device's attribute budget allows, best-ranked first (see
+    ``attribute_ranking``).  ``None`` or ``{}``: nothing to add.
+    """
+
+
+@hookspec(firstresult=True)
+def attribute_ranking() -> list[str] | None:
+    """This plugin's attribute names, most useful first.
+
+    A device carries at most 32 attributes, DRANET's own included (18-24 on a
+    NIC), so the host caps what the providers add per device (see
+    :mod:`dranet_cloud.budget`) and keeps each plugin's best-ranked ones:
+    the names listed here come first, in this order; an entry ending in ``/``
+    ranks a whole domain (``"resource.aws.com/"``); names not listed follow
+    in the order ``device_attributes`` returned them.  Without this hook that
+    order alone is the ranking, so a plugin may instead return its mapping
+    most useful first.  Called once per plugin; the answer must not depend on
+    the node.  ``None``: rank by returned order.
     """
 
 
@@ -137,6 +166,7 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None,
 ) -> NetworkConfig | None:
     """Per-claim dynamic config (addresses from IPAM...).
 
@@ -145,6 +175,16 @@ def profile_config(
     must be idempotent per ``(device, claim_uid)``: a kubelet retry gets the
     same answer and allocates nothing new.  Raise ``ProfileDenied`` to refuse.
     ``None``: nothing to add for this claim.
+
+    ``claim`` (added for gen2 DRANET, which sends the whole ResourceClaim):
+    the claim's UID (always equal to ``claim_uid``) and, when the caller knew
+    them, its namespace, name and consuming pods.  Pass it to the IPAM
+    (``allocate(..., claim=claim)`` / ``reserve(..., claim=claim)``) so a
+    leaked allocation can be checked against the Kubernetes API later.  The
+    host always passes a reference (UID only for gen1 callers); plugins
+    written before it existed may leave the argument out of their signature,
+    pluggy then simply does not pass it.  The answer must not depend on it:
+    a gen1 and a gen2 request for the same claim get the same addresses.
     """
 
 
@@ -155,8 +195,12 @@ def release_profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig | None,
+    claim: ClaimReference | None,
 ) -> bool | None:
     """Free what ``profile_config`` allocated for this claim.
+
+    ``claim``: as for ``profile_config`` (release requests carry only the UID,
+    so usually a reference without namespace or name); optional for plugins.
 
     Called by the host at claim teardown, best effort and never retried.
     Free by owner (device, claim), not by what ``config`` still lists.

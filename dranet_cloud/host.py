@@ -23,23 +23,25 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
-from .attributes import MAX_ATTRIBUTES, validate_attributes
+from .attributes import validate_attributes
+from .budget import AttributeBudget, DeviceBudget
+from .claims import ClaimReference
 from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
 from .hostroot import HostRoot
 from .logsafe import safe
+from .merge import merge_network_config
 from .models import (
     AttributeMap,
     Capabilities,
     DeviceIdentifiers,
     NetworkConfig,
     describe_validation_error,
-    merge_network_config,
-    validate_network_config,
 )
 from .nic import LocalNic, resolve_nic
 from .plugins import PluginRegistry
+from .validation import validate_network_config
 
 if TYPE_CHECKING:
     from .ipam.base import IpamStore
@@ -47,6 +49,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROFILE_FROM_CLOUD = "cloud"
+
+
+def _claim_ref(claim_uid: str, claim: ClaimReference | None) -> ClaimReference:
+    """The claim a profile call is for; its UID is what every provider keys by."""
+    if claim is not None:
+        if claim_uid and claim_uid != claim.uid:
+            raise ProfileDenied(
+                f"claim UID {claim_uid!r} differs from the claim reference's {claim.uid!r}",
+                status=400,
+            )
+        if claim.uid:
+            return claim
+    if not claim_uid:
+        raise ProfileDenied("a claim UID is required for a profile", status=400)
+    return ClaimReference(uid=claim_uid)
 
 
 class ProviderHost:
@@ -95,6 +112,8 @@ class ProviderHost:
         )
         if ipam is not None:
             self.context._ipam = ipam
+        self.budget = AttributeBudget.with_floor(opts.dranet_attribute_floor)
+        self._rankings: dict[str, list[str] | None] = {}
         self.refresh_interval = refresh_interval
         self.unknown_mac_backoff = unknown_mac_backoff
         self._unknown_macs: dict[str, float] = {}  # MAC -> when a reload still lacked it
@@ -348,6 +367,8 @@ class ProviderHost:
                 return dict(self._attr_cache[key])
         inst = self._refresh_if_unknown(device)
         merged: AttributeMap = {}
+        budget = self.budget.for_device(self.context.host_root, device)
+        self.budget.clear_drops(budget)
         sources: list[str] = []
         if self.cloud is not None and self._serves(self.cloud, "cloud"):
             sources.append(self.cloud)
@@ -373,14 +394,31 @@ class ProviderHost:
                 continue
             # The cloud plugin's attributes win; an enricher only adds names.
             new = {k: v for k, v in attrs.items() if k not in merged}
-            valid = validate_attributes(
-                new, plugin=name, device=device.label(), limit=MAX_ATTRIBUTES - len(merged)
-            )
-            merged.update(valid)
+            valid = validate_attributes(new, plugin=name, device=device.label())
+            room = budget.providers - len(merged)
+            merged.update(self.budget.fit(name, device, valid, self._ranking(name), room, budget))
         with self._lock:
             if self._is_known(inst, device):
                 self._attr_cache[key] = merged
         return dict(merged)
+
+    def _ranking(self, name: str) -> list[str] | None:
+        """The plugin's ``attribute_ranking`` answer, asked once."""
+        if name not in self._rankings:
+            ranking = None
+            if self.registry.implements(name, "attribute_ranking"):
+                try:
+                    ranking = self.registry.call(name, "attribute_ranking")
+                except Exception as exc:
+                    log.warning("plugin %s: attribute_ranking failed: %s", name, exc)
+            self._rankings[name] = list(ranking) if ranking else None
+        return self._rankings[name]
+
+    def attribute_budget(self, device: DeviceIdentifiers) -> dict[str, Any]:
+        """DRANET's count, the providers' budget and what was dropped, for ``describe``."""
+        _key, device = self._resolved(device)  # drops are recorded under the resolved NIC
+        budget: DeviceBudget = self.budget.for_device(self.context.host_root, device)
+        return {**budget.to_json(), "dropped": list(self.budget.dropped(budget))}
 
     def device_config(self, device: DeviceIdentifiers) -> NetworkConfig | None:
         """The cloud plugin's static config for ``device`` (cached)."""
@@ -413,12 +451,24 @@ class ProviderHost:
     # --- claims --------------------------------------------------------------
 
     def profile_config(
-        self, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig
+        self,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig,
+        *,
+        claim: ClaimReference | None = None,
     ) -> NetworkConfig | None:
-        """Ask the profile provider for this claim; ``config`` is the merged config."""
+        """Ask the profile provider for this claim; ``config`` is the merged config.
+
+        ``claim`` carries the claim's namespace, name and pods when the caller
+        knew them (gen2 DRANET); otherwise a reference holding only the UID is
+        passed to the plugin.
+        """
         self._require_started()
-        if not claim_uid:
-            raise ProfileDenied("a claim UID is required for a profile", status=400)
+        ref = _claim_ref(claim_uid, claim)
+        # DRANET's rules, before anything is allocated: a context that can
+        # only end in an invalid final config is denied here (400).
+        config = self._validated(config, device)
         if not config.profile:
             raise ProfileDenied(
                 f"config.profile is empty for device {device.label()}: a profile is asked for "
@@ -441,8 +491,9 @@ class ProviderHost:
             context=self.context,
             instance=inst,
             device=device,
-            claim_uid=claim_uid,
+            claim_uid=ref.uid,
             config=config,
+            claim=ref,
         )
         if result is not None and not isinstance(result, NetworkConfig):
             raise TypeError(
@@ -455,6 +506,8 @@ class ProviderHost:
         device: DeviceIdentifiers,
         claim_uid: str,
         user_config: NetworkConfig | None = None,
+        *,
+        claim: ClaimReference | None = None,
     ) -> NetworkConfig:
         """DRANET's precedence chain for one claim on one device.
 
@@ -469,11 +522,11 @@ class ProviderHost:
         )
         if not merged.profile:
             return merged
-        result = self.profile_config(device, claim_uid, merged)
+        result = self.profile_config(device, claim_uid, merged, claim=claim)
         try:
             return self._validated(merge_network_config(merged, result), device)
         except ProfileDenied:
-            self.release(device, claim_uid, merged)
+            self.release(device, claim_uid, merged, claim=claim)
             raise
 
     @staticmethod
@@ -488,7 +541,12 @@ class ProviderHost:
             ) from exc
 
     def release(
-        self, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig | None = None
+        self,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig | None = None,
+        *,
+        claim: ClaimReference | None = None,
     ) -> bool:
         """Best-effort release; never raises (teardown must not block).
 
@@ -521,6 +579,7 @@ class ProviderHost:
                     device=device,
                     claim_uid=claim_uid,
                     config=config,
+                    claim=claim if claim is not None else ClaimReference(uid=claim_uid),
                 )
             except Exception as exc:
                 log.error(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .claims import ClaimReference
 from .context import InstanceSnapshot, ProviderContext
 from .errors import ConfigError, ProfileDenied
 from .hookspecs import hookimpl
@@ -164,6 +165,7 @@ class LocalIpamPlugin:
         device: DeviceIdentifiers,
         claim_uid: str,
         config: NetworkConfig,
+        claim: ClaimReference | None = None,
     ) -> NetworkConfig | None:
         def ranges() -> list[IPRange]:
             nic = resolve_nic(context.host_root, device)
@@ -188,6 +190,7 @@ class LocalIpamPlugin:
             device=device,
             claim_uid=claim_uid,
             config=config,
+            claim=claim,
             ranges=ranges,
             require_ipvlan=False,
         )

@@ -1,34 +1,74 @@
 """Wire models shared by the host, every plugin and the BYODP protocol.
 
-The JSON produced here must be byte-for-byte what DRANET's Go structs produce
-(``omitempty`` everywhere except ``interface``), because the same documents
-travel between the Go daemon, webhooks and this project.  Field names are the
-Go JSON tags, exposed through pydantic aliases so Python code can use
-snake_case while the wire keeps camelCase.
+DRANET's Go daemon reads and writes these documents unchanged, so they follow
+its Go structs (``pkg/apis/types.go``), in the shape DRANET ships today
+(*gen2*, REFERENCE.md section 1) while still reading what it shipped before
+(*gen1*: ``type: ipvlan``, ``unnumbered: true``, ipvlan ``l2``/``bridge``).
+A cluster in a rolling upgrade runs both generations against one provider,
+so every gen1 spelling is normalized on input and only gen2 is ever written.
 
-``None`` always means "not set".  The serializer drops ``None`` fields, so a
-document parsed and dumped again comes back unchanged, including explicit
-``false``/``0``/``""`` values that Go would have emitted for pointer fields.
+Field names are the Go JSON tags, exposed through pydantic aliases so Python
+code can use snake_case while the wire keeps camelCase.  ``None`` means "not
+set".  On output every field Go would omit is omitted: ``None`` everywhere,
+and the zero value (``""``, ``0``, ``[]``, ``{}``) of fields that are not
+pointers in Go (see ``_GO_VALUE_FIELDS``).  A pointer field set to ``false``
+or ``0`` is kept, as Go keeps it.
+
+Numbers and booleans decode as strictly as Go's ``encoding/json``: ``1.0``,
+``true`` or ``"5"`` is not an integer, and an ``int32`` field rejects values
+out of its range instead of wrapping.  Unknown fields: DRANET decodes a
+user's claim config strictly, so :func:`parse_user_config` rejects them
+naming the field; documents from peers (DRANET's merged context, a webhook's
+answer) may come from a newer version, so :func:`parse_peer_config` (and
+plain ``model_validate``) ignores them with a debug log.
+
+DRANET's defaulting, validation and merge rules live in
+:mod:`dranet_cloud.validation` and :mod:`dranet_cloud.merge`.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import logging
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
-    field_validator,
+    ValidationInfo,
     model_serializer,
     model_validator,
 )
 
+from .claims import ClaimReference, resolve_claim
+
+log = logging.getLogger(__name__)
+
 MAX_INTERFACE_NAME = 15
 _HEX = re.compile(r"[0-9a-fA-F]")
+
+# Go integer types: decoding a number that does not fit is an error in Go.
+Int32 = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
+Uint8 = Annotated[int, Field(strict=True, ge=0, le=255)]
+
+InterfaceType = Literal["Passthrough", "IPVLAN"]
+Addressing = Literal["Static", "DHCP", "Unnumbered"]
+TYPE_PASSTHROUGH: InterfaceType = "Passthrough"
+TYPE_IPVLAN: InterfaceType = "IPVLAN"
+ADDRESSING_STATIC: Addressing = "Static"
+ADDRESSING_DHCP: Addressing = "DHCP"
+ADDRESSING_UNNUMBERED: Addressing = "Unnumbered"
+
+# gen1 spelling (PR #241 before it merged) -> gen2.
+_GEN1_TYPES = {"passthrough": TYPE_PASSTHROUGH, "ipvlan": TYPE_IPVLAN}
+_GEN1_IPVLAN = {"mode": {"l2": "L2"}, "flag": {"bridge": "Bridge"}}
+
+# Context key that switches unknown-field handling to DRANET's strict decoding.
+STRICT_FIELDS = "strict_fields"
 
 
 def normalize_mac(mac: str) -> str:
@@ -45,15 +85,50 @@ def normalize_mac(mac: str) -> str:
     return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
 
+def _is_go_zero(value: Any) -> bool:
+    """Go's ``omitempty`` test for the value types used by non-pointer fields."""
+    if isinstance(value, bool):
+        return value is False
+    return value == "" or value == [] or value == {} or (type(value) is int and value == 0)
+
+
 class WireModel(BaseModel):
-    """Base for wire documents: aliases on the wire, unset fields omitted."""
+    """Base for wire documents: aliases on the wire, unset fields omitted.
+
+    ``_GO_VALUE_FIELDS`` names the wire keys that are *values* (not pointers)
+    in Go: their zero value is omitted like ``None``.
+    """
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", serialize_by_alias=True)
+    _GO_VALUE_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    # Older spellings a subclass reads and normalizes (never unknown).
+    _LEGACY_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_fields(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        wire = {f.alias or name for name, f in cls.model_fields.items()}
+        strict = bool(info.context and info.context.get(STRICT_FIELDS))
+        known = (wire if strict else wire | set(cls.model_fields)) | cls._LEGACY_FIELDS
+        unknown = [k for k in data if k not in known]
+        if unknown and strict:
+            raise ValueError(
+                f"unknown field {unknown[0]!r} (DRANET decodes claim configs strictly; "
+                f"known fields: {', '.join(sorted(wire))})"
+            )
+        if unknown:
+            log.debug("%s: ignoring unknown fields %s", cls.__name__, ", ".join(map(repr, unknown)))
+        return data
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        return {k: v for k, v in data.items() if v is not None}
+        drop = self._GO_VALUE_FIELDS
+        return {
+            k: v for k, v in data.items() if v is not None and not (k in drop and _is_go_zero(v))
+        }
 
     def to_wire(self) -> dict[str, Any]:
         """The Go-compatible JSON object for this model."""
@@ -159,138 +234,159 @@ class DeviceAttribute(WireModel):
 AttributeMap = dict[str, DeviceAttribute]
 
 
-class VRFConfig(WireModel):
+class GoModel(WireModel):
+    """A NetworkConfig part: Go's strict scalar decoding (no ``1.0`` for an int)."""
+
+    model_config = ConfigDict(
+        populate_by_name=True, extra="ignore", serialize_by_alias=True, strict=True
+    )
+
+
+class VRFConfig(GoModel):
+    _GO_VALUE_FIELDS = frozenset({"name"})
+
     name: str | None = None
-    table: int | None = None
+    table: Int64 | None = None  # Go *int
 
 
-class IPVlanConfig(WireModel):
-    mode: Literal["l2", "l3", "l3s"] | None = None
-    flag: Literal["bridge", "private", "vepa"] | None = None
+class IPVlanConfig(GoModel):
+    """IPVLAN settings; DRANET accepts (and defaults to) only L2 + Bridge."""
+
+    _GO_VALUE_FIELDS = frozenset({"mode", "flag"})
+
+    mode: str | None = None
+    flag: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gen1_spelling(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key, spellings in _GEN1_IPVLAN.items():
+                value = data.get(key)
+                if isinstance(value, str) and value in spellings:
+                    data[key] = spellings[value]
+        return data
 
 
-class InterfaceConfig(WireModel):
+class InterfaceConfig(GoModel):
+    """DRANET's ``InterfaceConfig``.
+
+    ``type`` empty means Passthrough and ``addressing`` empty means Static
+    (or DHCP with the deprecated ``dhcp: true``); use :attr:`is_subinterface`
+    and :attr:`effective_addressing` rather than comparing the raw fields.
+    """
+
+    _GO_VALUE_FIELDS = frozenset({"name", "type", "addressing", "addresses"})
+    _LEGACY_FIELDS = frozenset({"unnumbered"})
+
     name: str | None = None
-    type: Literal["passthrough", "ipvlan"] | None = None
-    unnumbered: bool | None = None
+    type: InterfaceType | None = None
+    addressing: Addressing | None = None
     addresses: list[str] | None = None
-    dhcp: bool | None = None
-    mtu: int | None = Field(default=None, ge=0)
+    dhcp: bool | None = None  # deprecated: addressing "DHCP"
+    mtu: Int32 | None = None
     hardware_addr: str | None = Field(default=None, alias="hardwareAddr")
-    gso_max_size: int | None = Field(default=None, alias="gsoMaxSize", ge=0)
-    gro_max_size: int | None = Field(default=None, alias="groMaxSize", ge=0)
-    gso_ipv4_max_size: int | None = Field(default=None, alias="gsoIPv4MaxSize", ge=0)
-    gro_ipv4_max_size: int | None = Field(default=None, alias="groIPv4MaxSize", ge=0)
+    gso_max_size: Int32 | None = Field(default=None, alias="gsoMaxSize")
+    gro_max_size: Int32 | None = Field(default=None, alias="groMaxSize")
+    gso_ipv4_max_size: Int32 | None = Field(default=None, alias="gsoIPv4MaxSize")
+    gro_ipv4_max_size: Int32 | None = Field(default=None, alias="groIPv4MaxSize")
     disable_ebpf_programs: bool | None = Field(default=None, alias="disableEbpfPrograms")
     forwarding: bool | None = None
-    arp_ignore: int | None = Field(default=None, alias="arpIgnore")
-    arp_announce: int | None = Field(default=None, alias="arpAnnounce")
+    arp_ignore: Int32 | None = Field(default=None, alias="arpIgnore")
+    arp_announce: Int32 | None = Field(default=None, alias="arpAnnounce")
     vrf: VRFConfig | None = None
     ipvlan: IPVlanConfig | None = None
 
-    @field_validator("name")
+    @model_validator(mode="before")
     @classmethod
-    def _name_fits_linux(cls, v: str | None) -> str | None:
-        if v and len(v) > MAX_INTERFACE_NAME:
-            raise ValueError(
-                f"Linux interface names are at most {MAX_INTERFACE_NAME} characters, "
-                f"{v!r} has {len(v)}"
-            )
-        if v and ("/" in v or any(c.isspace() for c in v)):
-            raise ValueError(f"interface name {v!r} contains '/' or white space")
-        return v
+    def _gen1_spelling(cls, data: Any) -> Any:
+        """Normalize gen1 ``type`` values and the ``unnumbered`` bool."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in _GEN1_TYPES:
+            data["type"] = _GEN1_TYPES[kind]
+        if "unnumbered" in data:
+            unnumbered = data.pop("unnumbered")
+            if unnumbered is not None and not isinstance(unnumbered, bool):
+                raise ValueError(f"unnumbered: must be a boolean, got {unnumbered!r}")
+            if unnumbered:
+                addressing = data.get("addressing")
+                if addressing not in (None, "", ADDRESSING_UNNUMBERED):
+                    raise ValueError(
+                        f"unnumbered: true (gen1) contradicts addressing {addressing!r}; "
+                        'write only addressing: "Unnumbered"'
+                    )
+                data["addressing"] = ADDRESSING_UNNUMBERED
+        for key in ("type", "addressing"):
+            if data.get(key) == "":
+                data[key] = None  # Go's zero value: the default
+        return data
 
-    @field_validator("addresses")
-    @classmethod
-    def _addresses_are_cidrs(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return v
-        for i, addr in enumerate(v):
-            if "/" not in addr:
-                raise ValueError(f"addresses[{i}] {addr!r} is not a CIDR (add a prefix length)")
-            try:
-                ipaddress.ip_interface(addr)
-            except ValueError as exc:
-                raise ValueError(f"addresses[{i}] {addr!r} is not a CIDR: {exc}") from None
-        return v
+    @property
+    def is_subinterface(self) -> bool:
+        """DRANET creates a child interface in the pod (IPVLAN) instead of moving the NIC."""
+        return self.type == TYPE_IPVLAN
 
-    @field_validator("hardware_addr")
-    @classmethod
-    def _hw_addr(cls, v: str | None) -> str | None:
-        if v:
-            normalize_mac(v)
-        return v
-
-    @field_validator("arp_ignore")
-    @classmethod
-    def _arp_ignore(cls, v: int | None) -> int | None:
-        if v is not None and v not in (0, 1, 2, 3, 8):
-            raise ValueError(f"arpIgnore must be 0-3 or 8, got {v}")
-        return v
-
-    @field_validator("arp_announce")
-    @classmethod
-    def _arp_announce(cls, v: int | None) -> int | None:
-        if v is not None and v not in (0, 1, 2):
-            raise ValueError(f"arpAnnounce must be 0-2, got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> InterfaceConfig:
-        if self.ipvlan is not None and self.type != "ipvlan":
-            raise ValueError("ipvlan settings are only valid with type: ipvlan")
-        if self.unnumbered:
-            if self.type != "ipvlan":
-                raise ValueError("unnumbered is only valid for a subinterface (type: ipvlan)")
-            if self.addresses:
-                raise ValueError("unnumbered cannot be combined with addresses")
-            if self.dhcp:
-                raise ValueError("unnumbered cannot be combined with dhcp")
-        if self.dhcp and self.addresses:
-            raise ValueError("dhcp and addresses are mutually exclusive")
-        return self
+    @property
+    def effective_addressing(self) -> Addressing:
+        """``addressing`` with DRANET's default, honouring the deprecated ``dhcp``."""
+        if self.addressing:
+            return self.addressing
+        return ADDRESSING_DHCP if self.dhcp else ADDRESSING_STATIC
 
 
-class RouteConfig(WireModel):
+class RouteConfig(GoModel):
+    _GO_VALUE_FIELDS = frozenset({"destination", "gateway", "source", "scope", "table"})
+
     destination: str | None = None
     gateway: str | None = None
     source: str | None = None
-    scope: int | None = Field(default=None, ge=0, le=255)
-    table: int | None = Field(default=None, ge=0)
+    scope: Uint8 | None = None
+    table: Int64 | None = None
 
     def dedup_key(self) -> tuple[str, int]:
+        """DRANET de-duplicates routes by (destination, table)."""
         return (self.destination or "", self.table or 0)
 
 
-class RuleConfig(WireModel):
-    priority: int | None = Field(default=None, ge=0)
+class RuleConfig(GoModel):
+    _GO_VALUE_FIELDS = frozenset({"priority", "source", "destination", "table"})
+
+    priority: Int64 | None = None
     source: str | None = None
     destination: str | None = None
-    table: int | None = Field(default=None, ge=0)
-
-    def dedup_key(self) -> tuple[int, str, str, int]:
-        return (self.priority or 0, self.source or "", self.destination or "", self.table or 0)
+    table: Int64 | None = None
 
 
-class NeighborConfig(WireModel):
+class NeighborConfig(GoModel):
+    _GO_VALUE_FIELDS = frozenset({"destination", "hardwareAddr"})
+
     destination: str | None = None
     hardware_addr: str | None = Field(default=None, alias="hardwareAddr")
 
     def dedup_key(self) -> str:
+        """DRANET de-duplicates neighbors by destination."""
         return self.destination or ""
 
 
-class EthtoolConfig(WireModel):
+class EthtoolConfig(GoModel):
+    _GO_VALUE_FIELDS = frozenset({"features", "privateFlags"})
+
     features: dict[str, bool] | None = None
     private_flags: dict[str, bool] | None = Field(default=None, alias="privateFlags")
 
 
-class NetworkConfig(WireModel):
+class NetworkConfig(GoModel):
     """DRANET's NetworkConfig: user intent, cloud intent and profile results.
 
     ``interface`` is always present on the wire (Go emits ``{}``); everything
     else is omitted when unset.
     """
+
+    _GO_VALUE_FIELDS = frozenset({"profile", "routes", "rules", "neighbors"})
 
     profile: str | None = None
     interface: InterfaceConfig = Field(default_factory=InterfaceConfig)
@@ -299,9 +395,31 @@ class NetworkConfig(WireModel):
     neighbors: list[NeighborConfig] | None = None
     ethtool: EthtoolConfig | None = None
 
-    @property
-    def wants_ipvlan(self) -> bool:
-        return self.interface.type == "ipvlan"
+    @model_validator(mode="before")
+    @classmethod
+    def _null_interface(cls, data: Any) -> Any:
+        # Go decodes "interface": null into the zero struct.
+        if isinstance(data, dict) and "interface" in data and data["interface"] is None:
+            data = {k: v for k, v in data.items() if k != "interface"}
+        return data
+
+
+def parse_user_config(doc: Any) -> NetworkConfig:
+    """A user's claim config, decoded as strictly as DRANET does.
+
+    Unknown fields are an error naming the field (DRANET's
+    ``json.UnmarshalStrict``); gen1 spellings are accepted and normalized.
+    Raises ``pydantic.ValidationError``.
+    """
+    return NetworkConfig.model_validate(doc, context={STRICT_FIELDS: True})
+
+
+def parse_peer_config(doc: Any) -> NetworkConfig:
+    """A NetworkConfig from a peer (DRANET's context, a webhook answer).
+
+    Unknown fields are ignored with a debug log: the peer may be newer.
+    """
+    return NetworkConfig.model_validate(doc)
 
 
 class Capabilities(WireModel):
@@ -314,72 +432,44 @@ class Capabilities(WireModel):
 
 
 class ProfileRequest(WireModel):
-    """Body of ``POST /GetProfileConfig`` and ``POST /ReleaseProfileConfig``."""
+    """Body of ``POST /GetProfileConfig`` in both generations.
+
+    gen2 DRANET (PR #282) sends the whole ResourceClaim in ``claim`` and no
+    ``claim_uid``; gen1 sends only ``claim_uid``.  Either is enough; both
+    must agree.  :attr:`claim_ref` is what the host passes on.  This client
+    sends both, so a peer of either generation understands it.
+    """
 
     device: DeviceIdentifiers
-    claim_uid: str
+    claim_uid: str | None = None
+    claim: dict[str, Any] | None = None
     config: NetworkConfig | None = None
 
+    _claim_ref: ClaimReference | None = PrivateAttr(default=None)
 
-# --- merge -----------------------------------------------------------------
+    @model_validator(mode="after")
+    def _one_claim(self) -> ProfileRequest:
+        self._claim_ref = resolve_claim(self.claim_uid, self.claim)
+        return self
 
-
-def _merge_scalar(user: Any, base: Any) -> Any:
-    if user is None or user == "":
-        return base
-    return user
-
-
-def _merge_list(user: list[Any] | None, base: list[Any] | None, key: Any) -> list[Any] | None:
-    if user is None and base is None:
-        return None
-    out: list[Any] = []
-    seen: set[Any] = set()
-    for item in (user or []) + (base or []):
-        k = key(item)
-        if k in seen:
-            continue
-        seen.add(k)
-        out.append(item)
-    return out
+    @property
+    def claim_ref(self) -> ClaimReference:
+        """The claim this request is for (validated when the request was parsed)."""
+        if self._claim_ref is None:  # pragma: no cover - set by the validator
+            self._claim_ref = resolve_claim(self.claim_uid, self.claim)
+        return self._claim_ref
 
 
-def _merge_model(user: BaseModel | None, base: BaseModel | None) -> Any:
-    if user is None:
-        return base.model_copy(deep=True) if base is not None else None
-    if base is None:
-        return user.model_copy(deep=True)
-    values: dict[str, Any] = {}
-    for name in type(user).model_fields:
-        u, b = getattr(user, name), getattr(base, name)
-        if isinstance(u, BaseModel) or isinstance(b, BaseModel):
-            values[name] = _merge_model(u, b)
-        elif isinstance(u, dict) or isinstance(b, dict):
-            values[name] = None if u is None and b is None else {**(b or {}), **(u or {})}
-        elif name == "addresses":
-            values[name] = _merge_list(u, b, lambda a: a)
-        else:
-            values[name] = _merge_scalar(u, b)
-    return type(user).model_construct(**values)
+def parse_profile_request(doc: Any) -> ProfileRequest:
+    """Parse a ``/GetProfileConfig`` body of either generation (dict or JSON bytes).
 
-
-def merge_network_config(user: NetworkConfig | None, base: NetworkConfig | None) -> NetworkConfig:
-    """DRANET's ``merge(user, base)``: the user wins.
-
-    Scalars set in ``user`` override ``base``; lists are concatenated and
-    de-duplicated keeping the ``user`` entry (addresses by value, routes by
-    (destination, table), neighbors by destination, rules by all fields).
+    Raises ``pydantic.ValidationError`` naming the field: neither ``claim``
+    nor ``claim_uid``, a claim without ``metadata.uid``, or a ``claim_uid``
+    that differs from the claim's UID.
     """
-    user = user or NetworkConfig()
-    base = base or NetworkConfig()
-    return NetworkConfig.model_construct(
-        profile=_merge_scalar(user.profile, base.profile),
-        interface=_merge_model(user.interface, base.interface),
-        routes=_merge_list(user.routes, base.routes, RouteConfig.dedup_key),
-        rules=_merge_list(user.rules, base.rules, RuleConfig.dedup_key),
-        neighbors=_merge_list(user.neighbors, base.neighbors, NeighborConfig.dedup_key),
-        ethtool=_merge_model(user.ethtool, base.ethtool),
-    )
+    if isinstance(doc, (bytes, str)):
+        return ProfileRequest.model_validate_json(doc)
+    return ProfileRequest.model_validate(doc)
 
 
 def describe_validation_error(exc: Exception, root: str = "(document)") -> str:
@@ -394,12 +484,3 @@ def describe_validation_error(exc: Exception, root: str = "(document)") -> str:
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{where}: {msg}")
     return "; ".join(parts)
-
-
-def validate_network_config(config: NetworkConfig) -> NetworkConfig:
-    """Re-run every validation rule on a (possibly merged) config.
-
-    Merging can combine fields that were each valid alone (user ``dhcp`` with
-    profile ``addresses``), so the final config is validated again.
-    """
-    return NetworkConfig.model_validate(config.to_wire())

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import contextvars
 import logging
 import re
 import threading
@@ -36,6 +38,8 @@ from typing import TYPE_CHECKING
 from .models import DeviceIdentifiers, normalize_mac
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .hostroot import HostRoot
     from .ipam.base import Owner
 
@@ -373,7 +377,43 @@ def described_nic(device: DeviceIdentifiers) -> LocalNic:
     )
 
 
+# One resolution per request: the host, the plugin and the IPAM owner each ask
+# for the same NIC during one call; within a resolution_scope() they share it.
+_MEMO: contextvars.ContextVar[dict[tuple[int, str, str, str], LocalNic] | None] = (
+    contextvars.ContextVar("dranet_cloud_nic_memo", default=None)
+)
+
+
+@contextlib.contextmanager
+def resolution_scope() -> Iterator[None]:
+    """Within the block, :func:`resolve_nic` reads sysfs once per distinct device.
+
+    For one request (a server call): the NIC cannot usefully change within
+    it, and reading sysfs three times per claim is most of a retry's cost.
+    """
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
 def resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
+    """The local NIC ``device`` means (memoized within a :func:`resolution_scope`)."""
+    memo = _MEMO.get()
+    if memo is None:
+        return _resolve_nic(host_root, device)
+    key = (id(host_root), device.mac_address or "", device.pci_address or "", device.name or "")
+    nic = memo.get(key)
+    if nic is None:
+        nic = memo[key] = _resolve_nic(host_root, device)
+    return nic
+
+
+def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     """The local NIC ``device`` means: by MAC, then PCI address, then name.
 
     Never raises for an unknown NIC: it returns a :class:`LocalNic` with
@@ -430,6 +470,16 @@ def resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
         return described_nic(device)
     nic = _from_netdev(host_root, chosen, given)
     _check_name(nic, ifnames, devs, how)
+    if mac is not None and how != "MAC":
+        _conflicts.warn(
+            ("mac", mac, nic.identity),
+            "device %s: no NIC on this node has MAC %s; answering for NIC %s, matched by %s "
+            "(its MAC changed, or the identifiers are stale)",
+            device.label(),
+            mac,
+            nic.label(),
+            how,
+        )
     if pci is not None and nic.pci_address != pci:
         _conflicts.warn(
             ("pci", device.label(), nic.identity),

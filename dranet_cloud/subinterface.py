@@ -6,7 +6,8 @@ same questions in the same order; only *where the addresses come from* is
 cloud specific.  Keeping the order here stops the copies from drifting:
 
 1. not an IPVLAN claim (when the provider requires one): nothing to do;
-2. ``unnumbered`` (an L2-only subinterface) or ``dhcp``: nothing to do, the
+2. ``addressing`` ``Unnumbered`` (an L2-only subinterface) or ``DHCP``
+   (also the deprecated ``dhcp: true``): nothing to do, the
    user asked for no addresses from us (allocating anyway would leave them
    held once the host rejects the final config);
 3. static ``addresses``: the provider may validate them (``check_static``),
@@ -19,7 +20,9 @@ cloud specific.  Keeping the order here stops the copies from drifting:
 Every allocation is owned by the claim on the NIC's stable identity
 (:func:`dranet_cloud.nic.nic_owner`: MAC, else PCI address, else name): a
 kubelet retry of the same claim gets the same addresses whatever name DRANET
-sends, and release frees by owner whatever the config says by then.
+sends, and release frees by owner whatever the config says by then.  The
+claim reference (namespace, name, pods when gen2 DRANET sent them) is
+recorded with the allocation.
 
 Status codes follow the BYODP convention: a NIC with nothing to allocate
 from is a configuration problem (400, raised by the provider's ``ranges``);
@@ -32,18 +35,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from .claims import ClaimReference
 from .context import ProviderContext
 from .errors import ProfileDenied
 from .ipam.base import IpamStore, Owner
 from .iprange import IPRange
 from .logsafe import safe
-from .models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from .models import (
+    ADDRESSING_DHCP,
+    ADDRESSING_UNNUMBERED,
+    DeviceIdentifiers,
+    InterfaceConfig,
+    NetworkConfig,
+)
 from .nic import nic_owner
 
 log = logging.getLogger(__name__)
 
 RangeSource = Callable[[], Sequence[IPRange]]
-Allocator = Callable[[IpamStore, Owner], list[str]]
+Allocator = Callable[[IpamStore, Owner, ClaimReference | None], list[str]]
 StaticCheck = Callable[[Sequence[str]], None]
 
 
@@ -61,6 +71,7 @@ def subinterface_profile(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
     ranges: RangeSource | None = None,
     allocate: Allocator | None = None,
     check_static: StaticCheck | None = None,
@@ -73,20 +84,22 @@ def subinterface_profile(
     there is none; it is only called when an allocation is needed, so claims
     that need no addresses never trip over a NIC the provider does not know.
     ``allocate`` replaces the plain ``store.allocate(owner, ranges())`` for a
-    provider with several candidate ranges per family.
+    provider with several candidate ranges per family; it receives ``claim``
+    to pass on to the store.
     """
     if ranges is None and allocate is None:
         raise TypeError(f"{pool}: subinterface_profile needs ranges or allocate")
     iface = config.interface
-    if require_ipvlan and not config.wants_ipvlan:
+    if require_ipvlan and not iface.is_subinterface:
         return None
-    if iface.unnumbered or iface.dhcp:
+    addressing = iface.effective_addressing
+    if addressing in (ADDRESSING_UNNUMBERED, ADDRESSING_DHCP):
         log.debug(
-            "%s: %s: claim %s asks for %s; no addresses allocated",
+            "%s: %s: claim %s asks for addressing %s; no addresses allocated",
             pool,
             safe(device.label()),
             safe(claim_uid),
-            "DHCP" if iface.dhcp else "an unnumbered interface",
+            addressing,
         )
         return None
     owner = subinterface_owner(context, pool, device, claim_uid)
@@ -94,7 +107,7 @@ def subinterface_profile(
         static = list(iface.addresses)
         if check_static is not None:
             check_static(static)
-        context.ipam.reserve(owner, static)
+        context.ipam.reserve(owner, static, claim=claim)
         log.info(
             "%s: %s: reserved static %s for claim %s",
             pool,
@@ -104,7 +117,7 @@ def subinterface_profile(
         )
         return NetworkConfig(interface=InterfaceConfig(addresses=static))
     if allocate is not None:
-        addresses = allocate(context.ipam, owner)
+        addresses = allocate(context.ipam, owner, claim)
     else:
         assert ranges is not None
         candidates = list(ranges())
@@ -112,11 +125,12 @@ def subinterface_profile(
             raise ProfileDenied(
                 f"{pool}: device {device.label()} has no range to allocate subinterface "
                 "addresses from; give the provider a range for it, or set "
-                "interface.addresses or interface.unnumbered in the claim",
+                'interface.addresses or interface.addressing "Unnumbered" in the claim',
                 status=400,
             )
-        addresses = context.ipam.allocate(owner, candidates)
-    log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
+        addresses = context.ipam.allocate(owner, candidates, claim=claim)
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: %s: claim %s gets %s", pool, safe(device.label()), safe(claim_uid), addresses)
     return NetworkConfig(interface=InterfaceConfig(addresses=addresses))
 
 

@@ -80,7 +80,7 @@ class FakeCloud:
             return None
         return NetworkConfig(
             interface=InterfaceConfig(mtu=instance.nics[device.mac]),
-            routes=[{"destination": "10.0.0.0/24", "table": 100}],
+            routes=[{"destination": "10.0.0.0/24", "scope": 253, "table": 100}],
         )  # type: ignore[list-item]
 
 

@@ -102,6 +102,8 @@ def test_describe_without_provider_lists_nics(
             "device": {"mac_address": "3c:ec:ef:00:00:01", "name": "eno1"},
             "attributes": {},
             "config": None,
+            # A netdev without a PCI link: DRANET's 14 link attributes and rdma.
+            "budget": {"dranet": 15, "providers": 17, "source": "sysfs", "dropped": [], "used": 0},
         }
     ]
 
@@ -125,7 +127,7 @@ def test_profile_without_provider_is_denied(
         ][:-2]
     )
     assert code == 0  # no profile in the (empty) user config: nothing to ask
-    config = json.dumps({"profile": "x", "interface": {"type": "ipvlan"}})
+    config = json.dumps({"profile": "x", "interface": {"type": "IPVLAN"}})
     res = run(
         "profile",
         "get",

@@ -59,7 +59,7 @@ def test_demo_of_a_cloud_without_profile_role(
     assert len(described["data"]) == nics
     assert all(d["attributes"] for d in described["data"])
     assert {d["device"]["name"] for d in described["data"] if d["config"]} == configured
-    assert any(s["step"] == "no claim to prepare" for s in report["steps"])
+    assert any(s["step"] == "no claims to make" for s in report["steps"])
 
 
 def test_unknown_demo_plugin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,8 +23,11 @@ from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
 
-HEAVY = ("pydantic", "pydantic_core", "httpx", "sqlite3", "cachetools", "fastapi", "uvicorn")
-PLUGINS = ("gce", "aws", "aliyun", "webhook")
+HEAVY = (
+    "pydantic", "pydantic_core", "httpx", "httpx2", "lightkube", "sqlite3", "cachetools", "fastapi",
+    "uvicorn",
+)  # fmt: skip
+PLUGINS = ("gce", "aws", "aliyun", "webhook", "cks")
 
 # Runs the CLI in a fresh interpreter, then records what it imported.
 WRAPPER = """

@@ -269,7 +269,7 @@ def test_profile_answer_that_breaks_the_config_is_released(tmp_path: Path) -> No
     # Valid on its own; the fake profile then adds addresses, which an
     # unnumbered subinterface cannot carry.
     user = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "unnumbered": True}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "addressing": "Unnumbered"}}
     )
     with pytest.raises(ProfileDenied, match="unnumbered"):
         host.network_config(dev, "c1", user)

@@ -15,6 +15,7 @@ import pytest
 from dranet_cloud.cli.ipam_cmd import parse_duration, read_live_claims, register
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.ipam import IPAM_DB_ENV, Owner, SqliteStore
+from dranet_cloud.ipam.reclaim import NothingProven
 from dranet_cloud.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/24")
@@ -50,7 +51,17 @@ def db(tmp_path: Path) -> Path:
 def test_list_table(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["ipam", "list", "--ipam-db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["POOL", "DEVICE", "NAMES", "CLAIM", "ADDRESS", "KIND", "CREATED"]
+    assert lines[0].split() == [
+        "POOL",
+        "DEVICE",
+        "NAMES",
+        "CLAIM",
+        "NAMESPACE/NAME",
+        "POD",
+        "ADDRESS",
+        "KIND",
+        "CREATED",
+    ]
     assert set(lines[1]) == {"-", " "}
     assert len(lines) == 2 + 21
     assert any("192.168.7.7/32" in ln and "static" in ln for ln in lines)
@@ -91,11 +102,11 @@ def test_gc_frees_exactly_the_claims_not_live(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     live_file = tmp_path / "live.txt"
-    live_file.write_text("claim-1\n\n  claim-2  \n# a comment\nclaim-7 # trailing\nunknown\n")
-    assert (
-        run(["ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live_file), "-o", "json"])
-        == 0
+    live_file.write_text(
+        "claim-1\n\n  claim-2  \n# a comment\nclaim-7 # trailing\nunknown\n# complete\n"
     )
+    argv = ["ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live_file), "--grace", "0s"]
+    assert run([*argv, "-o", "json"]) == 0
     freed = json.loads(capsys.readouterr().out)
     assert {x["claim_uid"] for x in freed} == {f"claim-{i}" for i in (0, 3, 4, 5, 6, 8, 9)}
     assert len(freed) == 14
@@ -104,18 +115,23 @@ def test_gc_frees_exactly_the_claims_not_live(
     assert {a.owner.claim_uid for a in remaining} == {"claim-1", "claim-2", "claim-7"}
     assert len(remaining) == 7
     # a second run has nothing left to free
-    assert run(["ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live_file)]) == 0
+    assert run(argv) == 0
     assert capsys.readouterr().out.strip() == "nothing to free"
 
 
-def test_gc_older_than(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gc_unsafe_free_by_age(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "ipam.db"
     now = datetime.now(timezone.utc)
     with SqliteStore(path, clock=lambda: now - timedelta(hours=3)) as old:
         old.allocate(Owner("p", "eth1", "old"), [V4])
     with SqliteStore(path, clock=lambda: now - timedelta(minutes=5)) as new:
         new.allocate(Owner("p", "eth1", "new"), [V4])
-    assert run(["ipam", "gc", "--ipam-db", str(path), "--older-than", "2h"]) == 0
+    assert run(["ipam", "gc", "--ipam-db", str(path), "--older-than", "2h"]) == 2
+    assert "--older-than was removed" in capsys.readouterr().err
+    argv = ["ipam", "gc", "--ipam-db", str(path), "--unsafe-free-by-age", "2h"]
+    assert run([*argv, "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("would free 1 allocation(s):")
+    assert run(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("freed 1 allocation(s):")
     assert " old " in out and " new " not in out
@@ -123,7 +139,7 @@ def test_gc_older_than(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert [a.owner.claim_uid for a in store.list()] == ["new"]
 
 
-def test_gc_with_both_criteria_frees_only_old_and_dead(
+def test_gc_grace_keeps_new_allocations_of_unlisted_claims(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "ipam.db"
@@ -134,17 +150,21 @@ def test_gc_with_both_criteria_frees_only_old_and_dead(
     with SqliteStore(path) as new:
         new.allocate(Owner("p", "eth1", "new-dead"), [V4])
     live = tmp_path / "live"
-    live.write_text("old-live\n")
+    live.write_text("old-live\n# complete\n")
     argv = ["ipam", "gc", "--ipam-db", str(path), "--live-claims", str(live)]
-    assert run([*argv, "--older-than", "1h", "-o", "json"]) == 0
-    assert [x["claim_uid"] for x in json.loads(capsys.readouterr().out)] == ["old-dead"]
+    assert run([*argv, "-o", "json"]) == 0  # default grace: 2m
+    captured = capsys.readouterr()
+    assert [x["claim_uid"] for x in json.loads(captured.out)] == ["old-dead"]
+    assert "kept 1 allocation(s) of gone claims that are younger than the grace" in captured.err
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ([], "--live-claims FILE"),
-        (["--older-than", "soon"], "not a duration"),
+        ([], "--kubernetes"),
+        (["--live-claims", "-", "--grace", "soon"], "not a duration"),
+        (["--kubernetes", "--live-claims", "-"], "exclude each other"),
+        (["--kubernetes", "--kubeconfig", "/nonexistent/kc"], "no kubeconfig file"),
         (["--live-claims", "/nonexistent/live.txt"], "cannot read the live claims file"),
     ],
 )
@@ -160,7 +180,8 @@ def test_gc_usage_errors(
 
 
 def test_gc_refuses_a_missing_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["ipam", "gc", "--ipam-db", str(tmp_path / "x.db"), "--older-than", "1d"]) == 2
+    argv = ["ipam", "gc", "--ipam-db", str(tmp_path / "x.db"), "--unsafe-free-by-age", "1d"]
+    assert run(argv) == 2
     assert "no IPAM database" in capsys.readouterr().err
 
 
@@ -179,16 +200,20 @@ def test_parse_duration() -> None:
 def test_read_live_claims_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("a\nb\n\nc\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\nb\n\nc\n# complete\n"))
     assert read_live_claims("-") == ["a", "b", "c"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\nb\n"))
+    with pytest.raises(NothingProven, match="does not end with the line '# complete'"):
+        read_live_claims("-")
 
 
 def test_real_command_gc_and_list(db: Path, tmp_path: Path) -> None:
     live = tmp_path / "live.txt"
-    live.write_text("claim-0\nclaim-9\n")
+    live.write_text("claim-0\nclaim-9\n# complete\n")
     env = {k: v for k, v in os.environ.items() if k != IPAM_DB_ENV}
+    gc_argv = ["ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live), "--grace=0s"]
     gc = subprocess.run(
-        [str(CLI), "ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live), "-o", "json"],
+        [str(CLI), *gc_argv, "-o", "json"],
         capture_output=True,
         text=True,
         env=env,
@@ -216,4 +241,4 @@ def test_real_command_gc_and_list(db: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2
-    assert "--live-claims" in bad.stderr
+    assert "--kubernetes" in bad.stderr

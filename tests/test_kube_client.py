@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,18 +22,6 @@ from dranet_cloud.testing.kubernetes import KubernetesEmulator
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
-
-
-@pytest.fixture
-def kube() -> Iterator[KubernetesEmulator]:
-    with KubernetesEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
-def client(kube: KubernetesEmulator) -> Iterator[KubeClient]:
-    with KubeClient(str(kube.write_kubeconfig()), timeout=5) as c:
-        yield c
 
 
 def test_emulator_speaks_kubernetes_json(kube: KubernetesEmulator) -> None:
@@ -89,36 +76,38 @@ def test_emulator_paginates_from_a_snapshot(kube: KubernetesEmulator) -> None:
         assert gone.status_code == 410 and gone.json()["reason"] == "Expired"
 
 
-def test_client_gets_lists_and_reads_nodes(kube: KubernetesEmulator, client: KubeClient) -> None:
+def test_client_gets_lists_and_reads_nodes(
+    kube: KubernetesEmulator, kube_client: KubeClient
+) -> None:
     for i in range(7):
         kube.add_claim("ns", f"c{i}", uid=f"u{i}")
     kube.add_node("node-1", labels={"topology.kubernetes.io/zone": "z1"}, provider_id="cw://n1")
-    listing = client.list_resource_claims(page_size=3)
+    listing = kube_client.list_resource_claims(page_size=3)
     assert sorted(listing.uids) == [f"u{i}" for i in range(7)] and listing.restarts == 0
     pages = kube.emulator.requests(CLAIMS_PATH)
     assert [r.query.get("limit") for r in pages] == [["3"]] * 3
     assert [("continue" in r.query) for r in pages] == [False, True, True]
-    claim = client.get_resource_claim("ns", "c1")
+    claim = kube_client.get_resource_claim("ns", "c1")
     assert claim is not None and (claim.namespace, claim.name, claim.uid) == ("ns", "c1", "u1")
-    assert client.get_resource_claim("ns", "nope") is None
-    node = client.get_node("node-1")
+    assert kube_client.get_resource_claim("ns", "nope") is None
+    node = kube_client.get_node("node-1")
     assert node["spec"]["providerID"] == "cw://n1"
     assert node["metadata"]["labels"] == {"topology.kubernetes.io/zone": "z1"}
     with pytest.raises(KubeNotFound, match="node node-2"):
-        client.get_node("node-2")
+        kube_client.get_node("node-2")
 
 
 def test_client_restarts_expired_lists_a_bounded_number_of_times(
-    kube: KubernetesEmulator, client: KubeClient
+    kube: KubernetesEmulator, kube_client: KubeClient
 ) -> None:
     for i in range(4):
         kube.add_claim("ns", f"c{i}")
     kube.fail(410, continue_only=True, times=2)
-    listing = client.list_resource_claims(page_size=2)
+    listing = kube_client.list_resource_claims(page_size=2)
     assert len(listing.claims) == 4 and listing.restarts == 2
     kube.fail(410, continue_only=True, times=10)
     with pytest.raises(KubeError, match="410 Expired") as err:
-        client.list_resource_claims(page_size=2, max_restarts=3)
+        kube_client.list_resource_claims(page_size=2, max_restarts=3)
     assert err.value.status == 410
 
 
@@ -134,7 +123,7 @@ def test_client_restarts_expired_lists_a_bounded_number_of_times(
     ],
 )
 def test_client_turns_every_failure_into_an_error(
-    kube: KubernetesEmulator, client: KubeClient, fault: str, expected: str
+    kube: KubernetesEmulator, kube_client: KubeClient, fault: str, expected: str
 ) -> None:
     for i in range(4):
         kube.add_claim("ns", f"c{i}")
@@ -152,7 +141,7 @@ def test_client_turns_every_failure_into_an_error(
         kube.faults.load("malformed")
     started = time.monotonic()
     with pytest.raises(KubeError, match=expected):
-        client.list_resource_claims(page_size=2, deadline=0.3 if fault == "slow" else None)
+        kube_client.list_resource_claims(page_size=2, deadline=0.3 if fault == "slow" else None)
     assert time.monotonic() - started < 5  # a guard against hanging, not a timing assertion
 
 

@@ -1,81 +1,187 @@
-"""DRANET's merge(user, base): the user wins, lists de-duplicated keeping user entries."""
+"""DRANET's MergeNetworkConfig(user, base), one table row per rule (dranet_cloud.merge)."""
 
 from __future__ import annotations
 
-from dranet_cloud.models import NetworkConfig, merge_network_config
+from typing import Any
+
+import pytest
+
+from dranet_cloud import merge as merge_module
+from dranet_cloud.merge import merge_network_config
+from dranet_cloud.models import NetworkConfig, parse_peer_config
 
 
-def cfg(doc: dict[str, object]) -> NetworkConfig:
-    return NetworkConfig.model_validate(doc)
+def cfg(doc: dict[str, Any]) -> NetworkConfig:
+    return parse_peer_config(doc)
 
 
-def test_user_scalars_win_base_fills_gaps() -> None:
-    user = cfg({"interface": {"mtu": 1500, "name": "net0"}})
-    base = cfg({"profile": "p", "interface": {"mtu": 8244, "hardwareAddr": "42:01:0a:00:00:02"}})
-    out = merge_network_config(user, base).to_wire()
-    assert out == {
-        "profile": "p",
-        "interface": {"name": "net0", "mtu": 1500, "hardwareAddr": "42:01:0a:00:00:02"},
-    }
-
-
-def test_explicit_false_from_user_wins() -> None:
-    out = merge_network_config(
-        cfg({"interface": {"dhcp": False}}), cfg({"interface": {"dhcp": True}})
-    )
-    assert out.interface.dhcp is False
-
-
-def test_lists_concatenate_and_dedup_keeping_user_entry() -> None:
-    user = cfg(
+# (rule, user, base, expected merged wire document)
+CASES: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]] = [
+    (
+        "nil-base-is-a-copy-without-dedup",
+        {"interface": {"addresses": ["10.0.0.1/32", "10.0.0.1/32"], "ipvlan": {"mode": "L2"}}},
+        None,
+        {"interface": {"addresses": ["10.0.0.1/32", "10.0.0.1/32"], "ipvlan": {"mode": "L2"}}},
+    ),
+    (
+        "nil-user-takes-base",
+        None,
+        {"profile": "p", "interface": {"mtu": 9000}},
+        {"profile": "p", "interface": {"mtu": 9000}},
+    ),
+    (
+        "set-scalar-left-wins",
+        {"interface": {"mtu": 1500, "name": "net0"}},
         {
-            "interface": {"addresses": ["10.0.0.5/24"]},
-            "routes": [{"destination": "0.0.0.0/0", "gateway": "10.0.0.254", "table": 100}],
-            "neighbors": [{"destination": "10.0.0.1", "hardwareAddr": "aa:bb:cc:dd:ee:ff"}],
-        }
-    )
-    base = cfg(
+            "profile": "p",
+            "interface": {"mtu": 8244, "name": "eth1", "hardwareAddr": "42:01:0a:00:00:02"},
+        },
         {
-            "interface": {"addresses": ["10.0.0.5/24", "10.0.0.6/24"]},
+            "profile": "p",
+            "interface": {"name": "net0", "mtu": 1500, "hardwareAddr": "42:01:0a:00:00:02"},
+        },
+    ),
+    (
+        "empty-string-left-takes-base",
+        {"profile": "", "interface": {"name": ""}},
+        {"profile": "p", "interface": {"name": "eth1"}},
+        {"profile": "p", "interface": {"name": "eth1"}},
+    ),
+    (
+        "zero-pointer-left-does-not-override",
+        {"interface": {"dhcp": False, "forwarding": False, "arpIgnore": 0}},
+        {"interface": {"dhcp": True, "forwarding": True, "arpIgnore": 2}},
+        {"interface": {"dhcp": True, "forwarding": True, "arpIgnore": 2}},
+    ),
+    (
+        "zero-pointer-left-kept-when-base-unset",
+        {"interface": {"forwarding": False, "arpIgnore": 0}},
+        {"interface": {"mtu": 9000}},
+        {"interface": {"mtu": 9000, "forwarding": False, "arpIgnore": 0}},
+    ),
+    (
+        "addresses-base-first-dedup-exact-string",
+        {"interface": {"addresses": ["10.0.0.5/24", "10.0.0.7/32"]}},
+        {"interface": {"addresses": ["10.0.0.5/24", "10.0.0.6/24", "10.0.0.7/24"]}},
+        {"interface": {"addresses": ["10.0.0.6/24", "10.0.0.7/24", "10.0.0.5/24", "10.0.0.7/32"]}},
+    ),
+    (
+        "routes-dedup-by-destination-and-table-left-copy-kept",
+        {"routes": [{"destination": "0.0.0.0/0", "gateway": "10.0.0.254", "table": 100}]},
+        {
             "routes": [
                 {"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "table": 100},
                 {"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "table": 200},
+            ]
+        },
+        {
+            "interface": {},
+            "routes": [
+                {"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "table": 200},
+                {"destination": "0.0.0.0/0", "gateway": "10.0.0.254", "table": 100},
             ],
+        },
+    ),
+    (
+        "neighbors-dedup-by-destination",
+        {"neighbors": [{"destination": "10.0.0.1", "hardwareAddr": "aa:bb:cc:dd:ee:ff"}]},
+        {
             "neighbors": [
                 {"destination": "10.0.0.1", "hardwareAddr": "42:01:0a:00:00:01"},
                 {"destination": "10.0.0.2", "hardwareAddr": "42:01:0a:00:00:02"},
-            ],
-        }
-    )
-    out = merge_network_config(user, base)
-    assert out.interface.addresses == ["10.0.0.5/24", "10.0.0.6/24"]
-    assert [(r.gateway, r.table) for r in out.routes or []] == [
-        ("10.0.0.254", 100),
-        ("10.0.0.1", 200),
-    ]
-    assert [n.hardware_addr for n in out.neighbors or []] == [
-        "aa:bb:cc:dd:ee:ff",
-        "42:01:0a:00:00:02",
-    ]
-
-
-def test_nested_objects_merge_field_by_field() -> None:
-    user = cfg({"interface": {"type": "ipvlan", "ipvlan": {"mode": "l3"}}})
-    base = cfg(
+            ]
+        },
         {
-            "interface": {"type": "ipvlan", "ipvlan": {"mode": "l2", "flag": "private"}},
-            "ethtool": {"features": {"tso": True, "gro": False}},
-        }
-    )
-    out = merge_network_config(user, base).to_wire()
-    assert out["interface"]["ipvlan"] == {"mode": "l3", "flag": "private"}
-    assert out["ethtool"] == {"features": {"tso": True, "gro": False}}
+            "interface": {},
+            "neighbors": [
+                {"destination": "10.0.0.2", "hardwareAddr": "42:01:0a:00:00:02"},
+                {"destination": "10.0.0.1", "hardwareAddr": "aa:bb:cc:dd:ee:ff"},
+            ],
+        },
+    ),
+    (
+        "rules-never-deduplicated",
+        {"rules": [{"priority": 100, "source": "10.0.0.5/32", "table": 100}]},
+        {"rules": [{"priority": 100, "source": "10.0.0.5/32", "table": 100}]},
+        {
+            "interface": {},
+            "rules": [
+                {"priority": 100, "source": "10.0.0.5/32", "table": 100},
+                {"priority": 100, "source": "10.0.0.5/32", "table": 100},
+            ],
+        },
+    ),
+    (
+        "maps-key-by-key-left-false-wins",
+        {"ethtool": {"features": {"tso": False}}},
+        {"ethtool": {"features": {"tso": True, "gro": True}, "privateFlags": {"x": True}}},
+        {
+            "interface": {},
+            "ethtool": {"features": {"tso": False, "gro": True}, "privateFlags": {"x": True}},
+        },
+    ),
+    (
+        "vrf-field-by-field",
+        {"interface": {"vrf": {"name": "blue"}}},
+        {"interface": {"vrf": {"name": "red", "table": 1100}}},
+        {"interface": {"vrf": {"name": "blue", "table": 1100}}},
+    ),
+    (
+        "ipvlan-field-by-field-under-IPVLAN",
+        {"interface": {"type": "IPVLAN", "ipvlan": {"flag": "Bridge"}}},
+        {"interface": {"ipvlan": {"mode": "L2"}}},
+        {"interface": {"type": "IPVLAN", "ipvlan": {"mode": "L2", "flag": "Bridge"}}},
+    ),
+    (
+        "ipvlan-dropped-under-passthrough",
+        {"interface": {"type": "Passthrough", "ipvlan": {"mode": "L2"}}},
+        {"interface": {"mtu": 9000}},
+        {"interface": {"type": "Passthrough", "mtu": 9000}},
+    ),
+    (
+        "ipvlan-dropped-when-type-empty",
+        {"interface": {"ipvlan": {"mode": "L2"}}},
+        {"interface": {}},
+        {"interface": {}},
+    ),
+    (
+        "gen1-spelling-merges-as-gen2",
+        {"interface": {"type": "ipvlan", "unnumbered": True}},
+        {"profile": "p", "interface": {"ipvlan": {"mode": "l2", "flag": "bridge"}}},
+        {
+            "profile": "p",
+            "interface": {
+                "type": "IPVLAN",
+                "addressing": "Unnumbered",
+                "ipvlan": {"mode": "L2", "flag": "Bridge"},
+            },
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "user", "base", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_merge_rule(
+    rule: str, user: dict[str, Any] | None, base: dict[str, Any] | None, expected: dict[str, Any]
+) -> None:
+    left = cfg(user) if user is not None else None
+    right = cfg(base) if base is not None else None
+    before = (left.to_wire() if left else None, right.to_wire() if right else None)
+    assert merge_network_config(left, right).to_wire() == expected, rule
+    # the inputs are never modified
+    assert (left.to_wire() if left else None, right.to_wire() if right else None) == before
+
+
+def test_zero_value_rule_is_one_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PR #316 (open upstream) makes a set pointer win even when false/0: one flag flips it."""
+    user = cfg({"profile": "", "interface": {"dhcp": False, "mtu": 0}})
+    base = cfg({"profile": "p", "interface": {"dhcp": True, "mtu": 9000}})
+    assert merge_network_config(user, base).interface.dhcp is True
+    monkeypatch.setattr(merge_module, "LEFT_ZERO_POINTER_WINS", True)
+    out = merge_network_config(user, base)
+    assert out.interface.dhcp is False and out.interface.mtu == 0
+    assert out.profile == "p"  # a Go value field ("") never overrides
 
 
 def test_merge_with_nothing() -> None:
     assert merge_network_config(None, None).to_wire() == {"interface": {}}
-    base = cfg({"interface": {"mtu": 9000}})
-    assert merge_network_config(None, base).to_wire() == base.to_wire()
-    # the inputs are not mutated
-    out = merge_network_config(cfg({"interface": {"addresses": ["10.0.0.1/32"]}}), base)
-    assert base.interface.addresses is None and out.interface.mtu == 9000

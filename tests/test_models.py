@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from pydantic import ValidationError
 
+from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.models import (
     Capabilities,
     DeviceAttribute,
     DeviceIdentifiers,
     NetworkConfig,
     ProfileRequest,
+    describe_validation_error,
     normalize_mac,
+    parse_peer_config,
+    parse_profile_request,
+    parse_user_config,
 )
 
-# The full document of REFERENCE.md section 1, as DRANET's Go code writes it.
+# The full document of REFERENCE.md section 1 (gen2), as DRANET's Go code writes it.
 DRANET_DOC = {
     "profile": "acme.com/overlay",
     "interface": {
         "name": "net0",
-        "type": "ipvlan",
-        "unnumbered": False,
+        "type": "IPVLAN",
+        "addressing": "Static",
         "addresses": ["10.24.3.7/32", "2001:db8::c0de:0:0:5/128"],
-        "dhcp": False,
         "mtu": 8244,
         "hardwareAddr": "42:01:c0:a8:01:02",
         "gsoMaxSize": 65536,
@@ -36,7 +41,7 @@ DRANET_DOC = {
         "arpIgnore": 0,
         "arpAnnounce": 0,
         "vrf": {"name": "vrf0", "table": 1100},
-        "ipvlan": {"mode": "l2", "flag": "bridge"},
+        "ipvlan": {"mode": "L2", "flag": "Bridge"},
     },
     "routes": [
         {"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "source": "", "scope": 0, "table": 100}
@@ -47,9 +52,14 @@ DRANET_DOC = {
 }
 
 
-def test_dranet_document_round_trips_unchanged() -> None:
+def test_dranet_document_round_trips_in_go_shape() -> None:
+    """Pointer fields keep false/0; value fields Go omits when zero are dropped."""
     model = NetworkConfig.model_validate_json(json.dumps(DRANET_DOC))
-    assert json.loads(model.to_json()) == DRANET_DOC
+    expected = json.loads(json.dumps(DRANET_DOC))
+    expected["routes"] = [{"destination": "0.0.0.0/0", "gateway": "10.0.0.1", "table": 100}]
+    expected["rules"] = [{"priority": 100, "source": "10.0.0.0/24", "table": 100}]
+    expected["ethtool"] = {"features": {"rx-checksum": True}}
+    assert json.loads(model.to_json()) == expected
     assert model.interface.gso_ipv4_max_size == 65536
     assert model.interface.vrf is not None and model.interface.vrf.table == 1100
 
@@ -57,6 +67,85 @@ def test_dranet_document_round_trips_unchanged() -> None:
 def test_empty_config_is_go_shape() -> None:
     assert NetworkConfig().to_json() == '{"interface":{}}'
     assert NetworkConfig.model_validate({}).to_wire() == {"interface": {}}
+    assert NetworkConfig.model_validate({"interface": None}).to_wire() == {"interface": {}}
+    assert NetworkConfig.model_validate(
+        {"profile": "", "routes": [], "interface": {"name": "", "addresses": [], "type": ""}}
+    ).to_wire() == {"interface": {}}
+
+
+@pytest.mark.parametrize(
+    ("gen1", "gen2"),
+    [
+        ({"type": "ipvlan"}, {"type": "IPVLAN"}),
+        ({"type": "passthrough"}, {"type": "Passthrough"}),
+        (
+            {"type": "ipvlan", "unnumbered": True},
+            {"type": "IPVLAN", "addressing": "Unnumbered"},
+        ),
+        ({"type": "ipvlan", "unnumbered": False}, {"type": "IPVLAN"}),
+        (
+            {"type": "ipvlan", "ipvlan": {"mode": "l2", "flag": "bridge"}},
+            {"type": "IPVLAN", "ipvlan": {"mode": "L2", "flag": "Bridge"}},
+        ),
+        ({"dhcp": True}, {"dhcp": True}),
+    ],
+)
+def test_gen1_spelling_is_read_and_written_as_gen2(
+    gen1: dict[str, object], gen2: dict[str, object]
+) -> None:
+    for parse in (parse_user_config, parse_peer_config):
+        assert parse({"interface": gen1}).to_wire() == {"interface": gen2}
+        assert parse({"interface": gen2}).to_wire() == {"interface": gen2}
+
+
+def test_gen1_unnumbered_contradicting_addressing_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="unnumbered"):
+        parse_user_config({"interface": {"unnumbered": True, "addressing": "DHCP"}})
+
+
+def test_unknown_fields_strict_for_users_ignored_for_peers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    doc = {"profile": "p", "interface": {"type": "IPVLAN", "macvlan": {"mode": "x"}}, "hooks": 1}
+    with pytest.raises(ValidationError) as err:
+        parse_user_config(doc)
+    assert "'macvlan'" in str(err.value) or "'hooks'" in str(err.value)
+    with pytest.raises(ValidationError, match="'hardware_addr'"):
+        parse_user_config({"interface": {"hardware_addr": "42:01:0a:00:00:01"}})
+    with caplog.at_level(logging.DEBUG, logger="dranet_cloud.models"):
+        peer = parse_peer_config(doc)
+    assert peer.to_wire() == {"profile": "p", "interface": {"type": "IPVLAN"}}
+    assert "macvlan" in caplog.text and "hooks" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("interface", "fragment"),
+    [
+        ({"mtu": 10**30}, "mtu"),
+        ({"mtu": 2**31}, "mtu"),
+        ({"mtu": 1500.0}, "mtu"),
+        ({"mtu": "1500"}, "mtu"),
+        ({"mtu": True}, "mtu"),
+        ({"gsoMaxSize": -(2**31) - 1}, "gsoMaxSize"),
+        ({"dhcp": "yes"}, "dhcp"),
+        ({"type": "macvlan"}, "type"),
+        ({"type": "IPVlan"}, "type"),
+        ({"addressing": "static"}, "addressing"),
+        ({"name": 5}, "name"),
+    ],
+)
+def test_go_decoding_rejects_wrong_types_and_overflow(
+    interface: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(ValidationError) as err:
+        parse_peer_config({"interface": interface})
+    assert f"interface.{fragment}" in describe_validation_error(err.value)
+
+
+def test_route_scope_is_uint8() -> None:
+    with pytest.raises(ValidationError, match="scope"):
+        parse_peer_config({"routes": [{"destination": "10.0.0.0/8", "scope": 256}]})
+    assert parse_peer_config({"routes": [{"destination": "::/0", "scope": 253}]}).routes
 
 
 def test_device_identifiers_omit_empty_keep_name() -> None:
@@ -87,38 +176,6 @@ def test_device_attribute_exactly_one() -> None:
         DeviceAttribute.model_validate({})
 
 
-@pytest.mark.parametrize(
-    ("interface", "field_fragment"),
-    [
-        ({"name": "a-very-long-ifname"}, "name"),
-        ({"addresses": ["10.0.0.1"]}, "addresses"),
-        ({"addresses": ["10.0.0.1/33"]}, "addresses"),
-        ({"dhcp": True, "addresses": ["10.0.0.1/24"]}, "mutually exclusive"),
-        ({"ipvlan": {"mode": "l2"}}, "type: ipvlan"),
-        ({"type": "passthrough", "unnumbered": True}, "unnumbered"),
-        ({"type": "ipvlan", "unnumbered": True, "addresses": ["10.0.0.1/32"]}, "unnumbered"),
-        ({"arpIgnore": 5}, "arpIgnore"),
-        ({"arpAnnounce": 3}, "arpAnnounce"),
-        ({"type": "macvlan"}, "type"),
-    ],
-)
-def test_validation_errors_name_the_field(
-    interface: dict[str, object], field_fragment: str
-) -> None:
-    with pytest.raises(ValidationError) as err:
-        NetworkConfig.model_validate({"interface": interface})
-    text = str(err.value)
-    assert "interface" in text
-    assert field_fragment in text
-
-
-def test_valid_ipvlan_unnumbered() -> None:
-    cfg = NetworkConfig.model_validate(
-        {"interface": {"type": "ipvlan", "unnumbered": True, "ipvlan": {"mode": "l3"}}}
-    )
-    assert cfg.wants_ipvlan
-
-
 def test_capabilities_strict() -> None:
     caps = Capabilities.model_validate_json('{"cloudProvider": true, "profileProvider": false}')
     assert caps.cloud_provider and not caps.profile_provider
@@ -126,6 +183,50 @@ def test_capabilities_strict() -> None:
         Capabilities.model_validate_json('{"cloudProvider": true}')
     with pytest.raises(ValidationError):
         Capabilities.model_validate_json('{"cloudProvider": "yes", "profileProvider": true}')
+
+
+CLAIM = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim",
+    "metadata": {"name": "nic-claim", "namespace": "team-a", "uid": "u1"},
+    "status": {
+        "reservedFor": [
+            {"resource": "pods", "name": "trainer-0", "uid": "p1"},
+            {"apiGroup": "batch", "resource": "jobs", "name": "j", "uid": "j1"},
+        ]
+    },
+}
+
+
+def test_profile_request_gen1_and_gen2_shapes() -> None:
+    gen1 = parse_profile_request({"device": {"name": "eth1"}, "claim_uid": "u1"})
+    assert gen1.claim_ref == ClaimReference(uid="u1")
+    gen2 = parse_profile_request(json.dumps({"device": {"name": "eth1"}, "claim": CLAIM}))
+    assert gen2.claim_ref == ClaimReference(
+        uid="u1", namespace="team-a", name="nic-claim", pods=(PodReference("trainer-0", "p1"),)
+    )
+    both = parse_profile_request({"device": {"name": "eth1"}, "claim_uid": "u1", "claim": CLAIM})
+    assert both.claim_ref.qualified_name == "team-a/nic-claim"
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"device": {"name": "eth1"}}, "neither"),
+        ({"device": {"name": "eth1"}, "claim_uid": ""}, "neither"),
+        ({"device": {"name": "eth1"}, "claim_uid": "u2", "claim": CLAIM}, "differs"),
+        ({"device": {"name": "eth1"}, "claim": {"metadata": {}}}, "claim.metadata.uid"),
+        ({"device": {"name": "eth1"}, "claim": "u1"}, "claim"),
+        (
+            {"device": {"name": "eth1"}, "claim": {"metadata": {"uid": "u" * 200}}},
+            "claim.metadata.uid",
+        ),
+    ],
+)
+def test_profile_request_claim_errors(body: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        parse_profile_request(body)
+    assert fragment in describe_validation_error(err.value)
 
 
 def test_profile_request_wire_shape() -> None:

@@ -102,6 +102,10 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     nic = resolve_nic(root, DeviceIdentifiers(name="eth0.100", mac_address=MAC_A))
     assert nic.ifname == "eth1"
     assert "answering for eth1" in caplog.text and "eth0.100" in caplog.text
+    # A MAC no NIC has, with the PCI function of one: the hardware decides, logged.
+    moved = resolve_nic(root, DeviceIdentifiers(mac_address=MAC_B, pci_address=PCI_A))
+    assert (moved.ifname, moved.identity) == ("eth1", f"mac:{MAC_A}")
+    assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
 
 
 def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:
@@ -358,3 +362,52 @@ def test_local_ipam_gives_the_same_address_in_every_form(tmp_path: Path) -> None
     assert plugin.release_profile_config(context, None, forms()[-1], "claim", None)
     assert context.ipam.list() == []
     assert PLUGIN_NAME == "local-ipam"
+
+
+def test_the_names_of_a_nic_are_forgotten_with_its_last_allocation(tmp_path: Path) -> None:
+    root = node(tmp_path / "root")
+    db = tmp_path / "ipam.db"
+    with SqliteStore(db) as store:
+        one = nic_owner(root, "p", DeviceIdentifiers(name="eth1"), "c1")
+        two = nic_owner(root, "p", DeviceIdentifiers(mac_address=MAC_A), "c2")
+        store.allocate(one, [V4])
+        store.allocate(two, [V4])
+        store.release(one)
+        (left,) = store.list()
+        assert "name:eth1" in left.owner.keys  # c2 still holds the NIC's names
+        store.release(two)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM device_keys").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_bond_and_its_ports_are_three_nics(tmp_path: Path) -> None:
+    """Ports show the bond's MAC; each keeps its own identity (its permanent MAC)."""
+    bond_mac, port0, port1 = "00:16:3e:5d:01:a0", "00:16:3e:5d:01:a1", "00:16:3e:5d:01:a2"
+    root = HostRoot(
+        HostRootBuilder(tmp_path)
+        .nic("bond0", bond_mac, bond_mode="802.3ad")
+        .nic("reth0", port0, pci="0000:3b:00.0", slave_of="bond0")
+        .nic("reth1", port1, pci="0000:3b:00.1", slave_of="bond0")
+        .build()
+    )
+    bond = resolve_nic(root, DeviceIdentifiers(mac_address=bond_mac))
+    assert (bond.ifname, bond.is_lacp_bond, bond.identity) == ("bond0", True, f"mac:{bond_mac}")
+    # DRANET sends a port's link MAC, which is the bond's: the name or PCI decides.
+    by_name = resolve_nic(root, DeviceIdentifiers(name="reth1", mac_address=bond_mac))
+    by_pci = resolve_nic(root, DeviceIdentifiers(mac_address=bond_mac, pci_address="0000:3b:00.1"))
+    by_own_mac = resolve_nic(root, DeviceIdentifiers(mac_address=port1))
+    assert {n.ifname for n in (by_name, by_pci, by_own_mac)} == {"reth1"}
+    assert {n.identity for n in (by_name, by_pci, by_own_mac)} == {f"mac:{port1}"}
+    assert (by_name.bond_master, by_name.bond_mode) == ("bond0", None)
+
+
+def test_a_claim_known_later_is_recorded_on_what_the_uid_holds(store: IpamStore) -> None:
+    """gen1 allocated with the UID only; gen2 (after an upgrade) retries with the claim."""
+    owner = Owner("p", "mac:" + MAC_A, "uid-1")
+    claim = ClaimReference("uid-1", "team-a", "gpu-claim")
+    first = store.allocate(owner, [V4])
+    store.reserve(owner, ["10.20.0.9/24"])
+    assert store.allocate(owner, [V4], claim=claim) == first
+    store.reserve(owner, ["10.20.0.9/24"], claim=ClaimReference("uid-1", "other", "ignored"))
+    assert [a.claim for a in store.list()] == [claim, claim]

@@ -27,12 +27,13 @@ from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderUnavailable
 from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
+from dranet_cloud.ipam.reclaim import ClaimsFile
 from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.server.app import create_app, describe_validation_errors
-from dranet_cloud.server.collector import PeriodicCollector
+from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
 from dranet_cloud.server.listen import ListenAddress, bind_unix
 from dranet_cloud.server.middleware import ACCESS_LOGGER
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
@@ -245,7 +246,15 @@ def test_denials_and_failures_map_to_byodp_status_codes(
     broken = client.post("/GetProfileConfig", json=profile_body("c1", profile="broken"))
     assert "KeyError" in broken.text
     empty_claim = client.post("/GetProfileConfig", json=profile_body(""))
-    assert empty_claim.status_code == 400 and "claim UID is required" in empty_claim.text
+    assert empty_claim.status_code == 400 and "the request has neither" in empty_claim.text
+    # DRANET's rules are applied to the context before anything is allocated.
+    for fields, rule in (
+        ({"addresses": ["10.0.0.1"]}, "addresses-cidr"),
+        ({"dhcp": True, "addresses": ["10.0.0.1/24"]}, "dhcp-and-addresses"),
+        ({"arpIgnore": 7}, "arp-ignore"),
+    ):
+        bad = client.post("/GetProfileConfig", json=profile_body("c1", **fields))
+        assert bad.status_code == 400 and f"[{rule}]" in bad.text, bad.text
 
 
 def test_release_failure_is_500_and_empty_claim_is_400(
@@ -309,7 +318,7 @@ def test_cloud_role_answers_attributes_and_config(tmp_path: Path) -> None:
             config = client.post("/GetDeviceConfig", json=dev)
             assert config.json() == {
                 "interface": {"mtu": 8244},
-                "routes": [{"destination": "10.0.0.0/24", "table": 100}],
+                "routes": [{"destination": "10.0.0.0/24", "scope": 253, "table": 100}],
             }
             unknown = client.post("/GetDeviceConfig", json={"name": "eth9"})
             assert unknown.status_code == 200 and unknown.json() == {"interface": {}}
@@ -324,11 +333,11 @@ def test_cloud_role_answers_attributes_and_config(tmp_path: Path) -> None:
     ("body", "named"),
     [
         ({"device": {"name": 5}, "claim_uid": "c"}, "device.name"),
-        ({"device": {"name": "eth1"}}, "claim_uid: Field required"),
+        ({"device": {"name": "eth1"}}, "the request has neither"),
         ({"claim_uid": "c"}, "device: Field required"),
-        (profile_body("c", addresses=["10.0.0.1"]), "config.interface.addresses"),
-        (profile_body("c", dhcp=True, addresses=["10.0.0.1/24"]), "mutually exclusive"),
-        (profile_body("c", arpIgnore=7), "arpIgnore must be 0-3 or 8"),
+        (profile_body("c", mtu="9000"), "config.interface.mtu"),
+        ({"device": {"name": "eth1"}, "claim_uid": "c", "claim": {"metadata": {}}}, "uid"),
+        (profile_body("c", mtu=10**30), "config.interface.mtu"),
         ([1, 2], "(body)"),
     ],
 )
@@ -576,23 +585,32 @@ def test_stale_socket_is_replaced_and_a_live_one_refused(tmp_path: Path) -> None
     assert regular.read_text() == "keep me"
 
 
-def test_collector_frees_only_stale_claims_and_skips_unreadable_lists(tmp_path: Path) -> None:
+def test_collector_frees_only_stale_claims_and_skips_unusable_files(tmp_path: Path) -> None:
     store = MemoryStore()
     rng = [ip_range_from_cidr("10.30.0.0/24")]
     for claim in ("live", "gone"):
         store.allocate(Owner("local-ipam", "eth1", claim), rng)
     live_file = tmp_path / "live"
     collector = PeriodicCollector(
-        lambda: store, interval=60, older_than=timedelta(0), live_claims_file=str(live_file)
+        lambda: store,
+        CollectorSettings(60, source=ClaimsFile(str(live_file)), grace=timedelta(0)),
     )
     assert collector.collect_once() is None  # missing file: nothing is freed
-    assert len(store.list()) == 2
-    live_file.write_text("# claims\nlive\n")
-    freed = collector.collect_once()
-    assert freed is not None and [a.owner.claim_uid for a in freed] == ["gone"]
+    for unusable in (
+        "",  # a failed `kubectl ... > live`
+        "live\n",  # no completeness marker: maybe cut short
+        '{"kind": "ResourceClaimList", "items": [{"metadata": {"uid": "live"}}',  # truncated
+    ):
+        live_file.write_text(unusable)
+        assert collector.collect_once() is None
+        assert len(store.list()) == 2
+    assert collector.failed_runs == 4
+    live_file.write_text("# claims\nlive\n# complete\n")
+    result = collector.collect_once()
+    assert result is not None and [a.owner.claim_uid for a in result.freed] == ["gone"]
     assert [a.owner.claim_uid for a in store.list()] == ["live"]
     with pytest.raises(ConfigError, match="refusing"):
-        PeriodicCollector(lambda: store, interval=1)
+        PeriodicCollector(lambda: store, CollectorSettings(1))
 
 
 def test_validation_messages_name_fields() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import selectors
 import signal
 import stat
@@ -27,6 +29,7 @@ import pytest
 
 from dranet_cloud.testing import Emulator, Request, Response
 from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
@@ -269,8 +272,17 @@ def test_release_static_conflict_and_gc_while_serving(
 
     # `ipam gc` on the same file while the server runs: "leak" is not live.
     live = tmp_path / "live"
-    live.write_text("keep\nstatic-a\n")
-    gc = cli("ipam", "gc", "--ipam-db", str(server.db), "--live-claims", str(live), "-o", "json")
+    live.write_text("keep\nstatic-a\n# complete\n")
+    gc = cli(
+        "ipam",
+        "gc",
+        "--ipam-db",
+        str(server.db),
+        "--live-claims",
+        str(live),
+        "--grace=0s",
+        "-ojson",
+    )
     assert gc.returncode == 0, gc.stderr
     assert [a["claim_uid"] for a in json.loads(gc.stdout)] == ["leak"]
     assert sorted(listed_claims(server.db)) == ["keep", "static-a"]
@@ -280,21 +292,148 @@ def test_release_static_conflict_and_gc_while_serving(
     assert server.terminate() == 0
 
 
-def test_periodic_gc_collects_by_age(tmp_path: Path, servers: list[ServeProcess]) -> None:
+def test_periodic_gc_with_a_live_claims_file(tmp_path: Path, servers: list[ServeProcess]) -> None:
     live = tmp_path / "live"
-    live.write_text("keep\n")
+    live.write_text("")  # as a failed `kubectl ... > live` leaves it
     server = ServeProcess(
-        tmp_path, "--gc-interval", "0.2s", "--gc-older-than", "0s", "--gc-live-claims", str(live)
+        tmp_path, "--gc-interval", "0.2s", "--gc-live-claims", str(live), "--gc-grace", "0s"
     )
     servers.append(server)
     client = server.client()
     client.address("keep")
     client.address("old")
+    wait_until(lambda: "live claims file" in server.stderr(), "a collection to run")
+    assert "is empty, which proves nothing" in server.stderr()
+    assert sorted(listed_claims(server.db)) == ["keep", "old"]
+    live.write_text("keep\n")  # unmarked: may be cut short
+    wait_until(lambda: "does not end with the line" in server.stderr(), "another collection")
+    assert sorted(listed_claims(server.db)) == ["keep", "old"]
+    live.write_text("keep\n# complete\n")
     wait_until(lambda: "old" not in listed_claims(server.db), "the collector to free 'old'")
     assert listed_claims(server.db) == ["keep"]
     client.close()
     assert server.terminate() == 0
     assert "ipam gc freed 10.5.0." in server.stderr()
+
+
+def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
+    tmp_path: Path, fast_dir: Path, servers: list[ServeProcess]
+) -> None:
+    """Claims are created and deleted while the collector runs every 0.25 s.
+
+    A leaked claim (deleted, its release lost) must be free once two claim
+    lists were snapshotted after its deletion: the first of them proves it
+    gone and that run finishes before the next begins (two intervals).  A
+    claim that is never deleted must never lose its address.
+    """
+    with KubernetesEmulator() as kube:
+        server = ServeProcess(
+            tmp_path,
+            "--no-access-log",
+            "--gc-interval",
+            "0.25s",
+            "--gc-kubernetes",
+            "--kubeconfig",
+            str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
+            "--gc-grace",
+            "0s",
+            db=fast_dir / "ipam.db",
+            ranges=("10.80.0.0/16",),
+        )
+        servers.append(server)
+        live: set[str] = set()
+        leaked: dict[str, float] = {}  # uid -> time.monotonic() just after the deletion
+        released: set[str] = set()
+        lock = threading.Lock()
+        stop_at = time.monotonic() + 2.0
+
+        def churn(worker: int) -> int:
+            client = server.client()
+            rnd = random.Random(worker)
+            made = 0
+            try:
+                while time.monotonic() < stop_at:
+                    name = f"w{worker}-{made}"
+                    made += 1
+                    uid = kube.add_claim("team", name)["metadata"]["uid"]
+                    assert client.address(uid)[0].startswith("10.80.")
+                    fate = rnd.random()
+                    if fate < 0.4:
+                        with lock:
+                            live.add(uid)
+                        continue
+                    assert kube.delete_claim("team", name)
+                    deleted = time.monotonic()
+                    if fate < 0.7:  # DRANET's release never came
+                        with lock:
+                            leaked[uid] = deleted
+                    else:
+                        assert client.profile(uid, release=True).status_code == 200
+                        with lock:
+                            released.add(uid)
+            finally:
+                client.close()
+            return made
+
+        with ThreadPoolExecutor(4) as pool:
+            made = sum(pool.map(churn, range(4)))
+        last_deletion = max(leaked.values())
+
+        def two_runs_since_last_deletion() -> bool:
+            return sum(t > last_deletion for t in kube.claim_list_snapshots) >= 2
+
+        wait_until(two_runs_since_last_deletion, "two collections after the last deletion")
+        held = set(listed_claims(server.db))
+        runs = len(kube.claim_list_snapshots)
+        assert server.terminate() == 0
+    log = server.stderr()
+    print(f"{made} claims, {len(leaked)} leaked, {len(live)} live, {runs} collections")
+    assert leaked and live and released
+    assert held == live  # every leak freed, every live claim kept
+    freed = set(re.findall(r"ipam gc freed 10\.80\.\S+ held by local-ipam/[^/\s]+/(\S+) ", log))
+    assert set(leaked) <= freed  # by the collector (a release may lose a race with it)
+    assert not freed & live
+
+
+def test_gc_kubernetes_with_gen2_claims_checks_each_name(
+    tmp_path: Path, servers: list[ServeProcess]
+) -> None:
+    """gen2 DRANET sends the ResourceClaim: the collector GETs each by namespace/name."""
+    with KubernetesEmulator() as kube:
+        server = ServeProcess(
+            tmp_path,
+            "--gc-interval",
+            "0.2s",
+            "--gc-kubernetes",
+            "--kubeconfig",
+            str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
+            "--gc-grace",
+            "0s",
+        )
+        servers.append(server)
+        client = server.client()
+        uids = {}
+        for name in ("a", "b", "c"):
+            claim = kube.add_claim("team", name, pods=[(f"{name}-0", f"p-{name}")])
+            uids[name] = claim["metadata"]["uid"]
+            body = {
+                "device": {"mac_address": "0c:42:a1:00:00:11", "name": "eth1"},
+                "claim": claim,
+                "config": {"profile": "local-ipam", "interface": {}},
+            }
+            assert client.post("/GetProfileConfig", body).status_code == 200
+        listed = cli("ipam", "list", "--ipam-db", str(server.db), "-o", "json")
+        rows = {x["claim_uid"]: x for x in json.loads(listed.stdout)}
+        assert rows[uids["a"]]["claim"] == "team/a" and rows[uids["a"]]["pods"] == ["a-0"]
+        kube.delete_claim("team", "b")
+        kube.delete_claim("team", "c")
+        kube.add_claim("team", "c")  # same name, new UID
+        wait_until(lambda: listed_claims(server.db) == [uids["a"]], "b and the old c freed")
+        client.close()
+        assert server.terminate() == 0
+        paths = {r.path for r in kube.emulator.requests()}
+    assert paths == {f"/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/{n}" for n in "abc"}
+    assert "ipam gc freed" in server.stderr() and "(claim team/b (uid" in server.stderr()
 
 
 def test_socket_mode_and_removal_on_sigterm(tmp_path: Path, servers: list[ServeProcess]) -> None:
@@ -392,7 +531,7 @@ def test_access_log_lines_and_tcp_listen(tmp_path: Path, servers: list[ServeProc
         )
         assert r.status_code == 200
         bad = http.post("/GetProfileConfig", content=b'{"device":{"name":"eth1"}}')
-        assert bad.status_code == 400 and "claim_uid: Field required" in bad.text
+        assert bad.status_code == 400 and "the request has neither" in bad.text
         huge = http.post("/GetDeviceConfig", content=b"x" * (2 << 20))
         assert huge.status_code == 413
     assert server.terminate() == 0
@@ -424,8 +563,7 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         "none",
         "--host-root",
         str(tmp_path),
-        "--gc-older-than",
-        "1h",
+        "--gc-kubernetes",
     )
     assert out.returncode == 2 and "--gc-interval" in out.stderr
     out = cli(
@@ -438,8 +576,18 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         str(tmp_path),
         "--gc-interval",
         "soon",
-        "--gc-older-than",
-        "1h",
+        "--gc-kubernetes",
     )
     assert out.returncode == 2 and "--gc-interval 'soon'" in out.stderr
+    base = ["serve", "--listen", f"unix://{tmp_path}/s.sock", "--cloud-provider-hint", "none"]
+    base += ["--host-root", str(tmp_path), "--gc-interval", "10m"]
+    out = cli(*base, "--gc-older-than", "24h")
+    assert out.returncode == 2 and "--gc-older-than was removed" in out.stderr
+    out = cli(*base)
+    assert (
+        out.returncode == 2
+        and "--gc-interval: say how to prove claims gone: --gc-kubernetes" in out.stderr
+    )
+    out = cli(*base, "--gc-kubernetes", "--kubeconfig", str(tmp_path / "missing"))
+    assert out.returncode == 2 and "no kubeconfig file at" in out.stderr
     assert not (tmp_path / "s.sock").exists()

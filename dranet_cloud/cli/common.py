@@ -15,6 +15,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..claims import ClaimReference
     from ..context import ProviderOptions
     from ..host import ProviderHost
     from ..hostroot import HostRoot
@@ -88,6 +89,21 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         default=1.0,
         metavar="SECONDS",
         help="per-probe timeout during auto-detection (default 1)",
+    )
+    g.add_argument(
+        "--dranet-attribute-floor",
+        type=int,
+        default=int(os.environ.get("DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR", "0") or 0),
+        metavar="N",
+        help="assume DRANET publishes at least N attributes per device (0-32; default 0: "
+        "count them from sysfs); only ever lowers what providers may add",
+    )
+    g.add_argument(
+        "--node-name",
+        default=None,
+        metavar="NAME",
+        help="this node's Kubernetes name, for plugins that read the Node object "
+        "(default: $NODE_NAME, the downward API convention)",
     )
     g.add_argument(
         "--set",
@@ -175,6 +191,9 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
         probe_timeout=args.probe_timeout,
+        dranet_attribute_floor=args.dranet_attribute_floor,
+        node_name=args.node_name,
+        kubeconfig=getattr(args, "kubeconfig", None),
         settings=settings,
     )
 
@@ -289,7 +308,7 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
 def read_config(path: str | None) -> NetworkConfig | None:
     from pydantic import ValidationError
 
-    from ..models import NetworkConfig, describe_validation_error
+    from ..models import describe_validation_error, parse_user_config
 
     if not path:
         return None
@@ -302,8 +321,48 @@ def read_config(path: str | None) -> NetworkConfig | None:
     except ValueError as exc:
         raise ConfigError(f"--config {path}: not JSON: {exc}") from None
     try:
-        return NetworkConfig.model_validate(doc)
+        return parse_user_config(doc)
     except ValidationError as exc:
         raise ConfigError(
             f"--config {path}: not a valid NetworkConfig: {describe_validation_error(exc)}"
+        ) from None
+
+
+MAX_CLAIM_BYTES = 1 << 20
+
+
+def read_claim(args: argparse.Namespace) -> ClaimReference:
+    """The claim of ``profile get|release``: ``--claim FILE|-`` and/or ``--claim-uid``.
+
+    ``--claim`` takes a ResourceClaim as ``kubectl get resourceclaim -o json``
+    prints it (what gen2 DRANET sends); ``--claim-uid`` is the gen1 form.
+    Both given must name the same claim.
+    """
+    from ..claims import resolve_claim
+
+    path = getattr(args, "claim", None)
+    doc = None
+    if path:
+        if path == "-" and getattr(args, "config", None) == "-":
+            raise ConfigError("--claim - and --config - cannot both read stdin; use a file")
+        try:
+            if path == "-":
+                raw = sys.stdin.read(MAX_CLAIM_BYTES + 1)
+            else:
+                with open(path, encoding="utf-8") as f:
+                    raw = f.read(MAX_CLAIM_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"--claim {path}: {exc}") from None
+        if len(raw) > MAX_CLAIM_BYTES:
+            raise ConfigError(f"--claim {path}: over {MAX_CLAIM_BYTES} bytes")
+        try:
+            doc = json.loads(raw)
+        except ValueError as exc:
+            raise ConfigError(f"--claim {path}: not JSON: {exc}") from None
+    try:
+        return resolve_claim(getattr(args, "claim_uid", None), doc)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{exc} (pass --claim FILE with `kubectl get resourceclaim NAME -o json`, or "
+            "--claim-uid UID)"
         ) from None

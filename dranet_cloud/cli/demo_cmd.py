@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         sample = reg.call(name, "sample_host", dest=tmpdir / "host", variant=args.variant)
         if sample is None:
             raise ConfigError(f"plugin {name} has no sample host variant {args.variant!r}")
-        emu = build_emulator(name, None, "127.0.0.1:0", None)
+        fixture = str(sample.fixture) if sample.fixture is not None else None
+        emu = build_emulator(name, fixture, "127.0.0.1:0", None)
         emu.start()
         try:
             report.step(f"started the {name} metadata emulator", f"{emu.url}  env {emu.env}")
@@ -103,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
                     }
                 )
                 mtu = cfg.interface.mtu if cfg else None
+                label = dev.name or dev.pci_address or ""
                 lines.append(
-                    f"{dev.name:<8} {dev.mac_address or '':<18} mtu={mtu} "
+                    f"{label:<12} {dev.mac_address or '':<18} mtu={mtu} "
                     f"routes={len(cfg.routes or []) if cfg else 0} "
                     f"neighbors={len(cfg.neighbors or []) if cfg else 0} "
                     f"attributes={len(attrs)}"
@@ -113,21 +115,19 @@ def run(args: argparse.Namespace) -> int:
                 f"described {len(devices)} NICs",
                 "\n".join(lines),
                 described,
-                # A bond member or a NIC the metadata does not know may rightly
-                # have no config, and some clouds (OCI) publish attributes only.
+                # Some device gets attributes or a config; a bond member, a NIC
+                # the metadata does not know, or a cloud without device configs
+                # (CKS, OCI) may rightly have no config.
                 ok=bool(devices) and any(d["config"] or d["attributes"] for d in described),
             )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
             if sample.claim_device is None and "profile" not in reg.roles(name):
-                report.step(
-                    "no claim to prepare",
-                    f"{name} has no profile role: it publishes facts, it allocates nothing",
-                )
+                report.step("no claims to make", f"plugin {name} has no profile role")
             elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
                 user = NetworkConfig.model_validate(
-                    {"profile": f"{name}-subinterface", "interface": {"type": "ipvlan"}}
+                    {"profile": f"{name}-subinterface", "interface": {"type": "IPVLAN"}}
                 )
                 a1 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
                 a2 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
@@ -175,5 +175,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def sample_devices(host: Any) -> list[Any]:
-    devs: list[Any] = host.context.host_root.net_devices()
+    """Every device DRANET would publish on the sample node, PCI-only ones too."""
+    from ..budget import dranet_devices
+
+    devs: list[Any] = dranet_devices(host.context.host_root)
     return devs

@@ -1,10 +1,10 @@
 """``dranet-cloud ipam``: look at and garbage-collect the node's IPAM database.
 
-``list`` shows every allocation; ``gc`` frees the allocations of claims that
-no longer exist (``--live-claims FILE``, one claim UID a line) or that are
-older than a duration (``--older-than 2h``).  Given both, only allocations that
-are not live *and* older than the duration are freed, which protects claims
-prepared after the live list was taken.
+``list`` shows every allocation with its claim's namespace/name and pod when
+known; ``gc`` frees the allocations of claims the Kubernetes API proves gone
+(``--kubernetes``), or, on air-gapped nodes, that a complete live-claims file
+proves gone (``--live-claims FILE``); see :mod:`dranet_cloud.ipam.reclaim` for
+the rules.  Age alone frees only with ``--unsafe-free-by-age``.
 
 Both open the database the daemon uses (``--ipam-db``, else
 ``$DRANET_CLOUD_IPAM_DB``, else ``/var/lib/dranet-cloud/ipam.db``) and refuse a
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DranetCloudError
+from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP
 from .output import add_output_flag, emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -56,21 +57,15 @@ def parse_duration(text: str) -> timedelta:
 
 
 def read_live_claims(path: str) -> list[str]:
-    """Claim UIDs from ``path`` (``-`` for stdin): one a line, blanks and ``#`` comments ignored."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"ipam gc: cannot read the live claims file {path} ({exc}); pass a file with one "
-            "claim UID a line, e.g. from `kubectl get resourceclaims -A -o "
-            "jsonpath='{.items[*].metadata.uid}' | tr ' ' '\\n'`"
-        ) from exc
-    claims = []
-    for line in text.splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            claims.append(entry)
-    return claims
+    """Live claim UIDs from ``path`` (``-`` for stdin), only when the file proves itself complete.
+
+    Raises :class:`~dranet_cloud.ipam.reclaim.NothingProven` for an empty,
+    truncated or unmarked file.
+    """
+    from ..ipam.reclaim import ClaimsFile
+
+    live, _ = ClaimsFile(path).read()
+    return sorted(live)
 
 
 def _existing_store(args: argparse.Namespace) -> SqliteStore:
@@ -107,10 +102,21 @@ def _as_json(alloc: Allocation) -> dict[str, Any]:
         "keys": sorted(alloc.owner.keys),
         "claim_uid": alloc.owner.claim_uid,
         "claim": claim.qualified_name if claim is not None else None,
+        "pods": [] if claim is None else [p.name for p in claim.pods],
         "address": alloc.address,
         "static": alloc.static,
         "created_at": alloc.created_at.isoformat(),
     }
+
+
+def _claim_name(alloc: Allocation) -> str:
+    claim = alloc.claim
+    return (claim.qualified_name if claim is not None else None) or "-"
+
+
+def _pods(alloc: Allocation) -> str:
+    claim = alloc.claim
+    return ",".join(p.name for p in claim.pods) if claim is not None and claim.pods else "-"
 
 
 def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
@@ -118,13 +124,25 @@ def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
         emit_json([_as_json(a) for a in allocs])
     elif allocs:
         emit_table(
-            ("POOL", "DEVICE", "NAMES", "CLAIM", "ADDRESS", "KIND", "CREATED"),
+            (
+                "POOL",
+                "DEVICE",
+                "NAMES",
+                "CLAIM",
+                "NAMESPACE/NAME",
+                "POD",
+                "ADDRESS",
+                "KIND",
+                "CREATED",
+            ),
             [
                 (
                     a.owner.pool,
                     a.owner.device,
                     ",".join(_names(a)) or "-",
                     a.owner.claim_uid,
+                    _claim_name(a),
+                    _pods(a),
                     a.address,
                     "static" if a.static else "allocated",
                     a.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -148,23 +166,58 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_gc(args: argparse.Namespace) -> int:
+    from ..ipam.reclaim import reclaim
+    from .gc_flags import build_source, parse_grace, removed_older_than
+
+    close = None
     try:
-        if args.live_claims is None and args.older_than is None:
+        if args.older_than is not None:
             raise ConfigError(
-                "ipam gc: say what to free with --live-claims FILE (claims that still exist), "
-                "--older-than DURATION, or both"
+                removed_older_than("ipam gc --older-than", "--kubernetes", "--unsafe-free-by-age")
             )
-        live = None if args.live_claims is None else read_live_claims(args.live_claims)
-        age = None if args.older_than is None else parse_duration(args.older_than)
+        grace = parse_grace("--grace", args.grace)
+        unsafe = _optional_duration(args.unsafe_free_by_age)
+        source, close = build_source(
+            what="ipam gc",
+            kubernetes=args.kubernetes,
+            kubeconfig=args.kubeconfig,
+            live_claims=args.live_claims,
+            unsafe_age=unsafe,
+        )
         with _existing_store(args) as store:
-            freed = store.collect(live_claims=live, older_than=age)
+            if source is not None:
+                result = reclaim(store, source, grace=grace, dry_run=args.dry_run)
+                freed, summary = result.freed, result.summary()
+            else:
+                assert unsafe is not None
+                freed = _free_by_age(store, unsafe, args.dry_run)
+                verb = "would free" if args.dry_run else "freed"
+                summary = f"ipam gc {verb} {len(freed)} allocation(s) by age alone (unsafe)"
     except DranetCloudError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    finally:
+        if close is not None:
+            close()
+    print(summary, file=sys.stderr)
     if args.output == "table" and freed:
-        sys.stdout.write(f"freed {len(freed)} allocation(s):\n")
+        verb = "would free" if args.dry_run else "freed"
+        sys.stdout.write(f"{verb} {len(freed)} allocation(s):\n")
     _emit(freed, args.output, "nothing to free")
     return 0
+
+
+def _optional_duration(text: str | None) -> timedelta | None:
+    return None if text is None else parse_duration(text)
+
+
+def _free_by_age(store: SqliteStore, older_than: timedelta, dry_run: bool) -> list[Allocation]:
+    if not dry_run:
+        return store.collect(older_than=older_than)
+    from datetime import datetime, timezone
+
+    cutoff = datetime.now(timezone.utc) - older_than
+    return [a for a in store.list() if a.created_at <= cutoff]
 
 
 def _add_db_flag(parser: argparse.ArgumentParser) -> None:
@@ -193,20 +246,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     gc = actions.add_parser(
         "gc",
-        help="free allocations of claims that are gone or too old",
+        help="free the allocations of claims proven gone",
         description=(
-            "Free allocations whose claim UID is not in --live-claims, or that are older "
-            "than --older-than; with both, only allocations matching both are freed."
+            "Free the allocations of claims that the Kubernetes API proves gone "
+            "(--kubernetes: GET answers 404 or another UID, or a complete list lacks the "
+            "UID). An API error, timeout or partial list frees nothing. Allocations younger "
+            "than --grace before the evidence was taken are kept."
         ),
     )
     _add_db_flag(gc)
     gc.add_argument(
-        "--live-claims",
-        metavar="FILE",
-        help="file with the UIDs of claims that still exist, one a line ('-' for stdin)",
+        "--kubernetes",
+        action="store_true",
+        help="ask the Kubernetes API which claims are gone (needs get and list on "
+        "resourceclaims.resource.k8s.io)",
     )
+    gc.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
     gc.add_argument(
-        "--older-than", metavar="DURATION", help="free allocations older than this (30s, 2h, 7d)"
+        "--grace",
+        default="2m",
+        metavar="DURATION",
+        help="keep allocations younger than this before the evidence was taken "
+        "(default 2m; 0s allowed)",
     )
+    gc.add_argument("--dry-run", action="store_true", help="free nothing; list what would be freed")
+    gc.add_argument("--live-claims", metavar="FILE", help=LIVE_CLAIMS_HELP)
+    gc.add_argument(
+        "--unsafe-free-by-age",
+        metavar="DURATION",
+        default=None,
+        help="UNSAFE: free every allocation older than this, whether its claim lives or not",
+    )
+    gc.add_argument("--older-than", default=None, help=argparse.SUPPRESS)
     add_output_flag(gc)
     gc.set_defaults(func=_run_gc)

@@ -13,6 +13,7 @@ from .common import (
     checked_options,
     host_root_dir,
     parse_device,
+    read_claim,
     read_config,
 )
 from .output import add_output_flag, emit_json, emit_pairs, emit_table
@@ -57,7 +58,19 @@ def register(sub: Any) -> None:
             metavar="SPEC",
             help="eth1, pci-0000-00-05-0, or name=..,mac=..,pci=.. with any of the three",
         )
-        p.add_argument("--claim-uid", required=True, metavar="UID")
+        p.add_argument(
+            "--claim-uid",
+            default=None,
+            metavar="UID",
+            help="the claim's UID (as gen1 DRANET sends)",
+        )
+        p.add_argument(
+            "--claim",
+            default=None,
+            metavar="FILE",
+            help="the ResourceClaim JSON as `kubectl get resourceclaim NAME -o json` prints it "
+            "(as gen2 DRANET sends), '-' for stdin; with --claim-uid both must agree",
+        )
         p.add_argument(
             "--config",
             default=None,
@@ -141,11 +154,13 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
         }
         for dev in devices:
             config = host.device_config(dev)
+            attributes = host.device_attributes(dev)
             out["devices"].append(
                 {
                     "device": dev.to_wire(),
-                    "attributes": {k: v.to_wire() for k, v in host.device_attributes(dev).items()},
+                    "attributes": {k: v.to_wire() for k, v in attributes.items()},
                     "config": config.to_wire() if config is not None else None,
+                    "budget": {**host.attribute_budget(dev), "used": len(attributes)},
                 }
             )
         return out
@@ -166,17 +181,24 @@ def run_describe(args: argparse.Namespace) -> int:
         attrs = ", ".join(
             f"{k.rpartition('/')[2]}={next(iter(v.values()))}" for k, v in d["attributes"].items()
         )
+        budget = d["budget"]
         rows.append(
             (
-                dev["name"],
+                dev["name"] or dev.get("pci_address", ""),
                 dev.get("mac_address", ""),
                 iface.get("mtu", ""),
                 len(cfg.get("routes", []) or []),
                 len(cfg.get("neighbors", []) or []),
+                f"{budget['used']}/{budget['providers']}+{budget['dranet']}"
+                + (f" -{len(budget['dropped'])}" if budget["dropped"] else ""),
                 attrs,
             )
         )
-    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "ATTRIBUTES"), rows)
+    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "BUDGET", "ATTRIBUTES"), rows)
+    sys.stdout.write(
+        "\nBUDGET: provider attributes used/allowed + DRANET's own (a device carries at "
+        "most 32); -N: dropped, lowest-ranked first\n"
+    )
     return 0
 
 
@@ -184,7 +206,8 @@ def run_profile_get(args: argparse.Namespace) -> int:
     host = build_host(args)
     try:
         device = parse_device(args.device, host.context.host_root)
-        final = host.network_config(device, args.claim_uid, read_config(args.config))
+        claim = read_claim(args)
+        final = host.network_config(device, claim.uid, read_config(args.config), claim=claim)
     finally:
         host.close()
     if args.output == "json":
@@ -198,12 +221,13 @@ def run_profile_release(args: argparse.Namespace) -> int:
     host = build_host(args)
     try:
         device = parse_device(args.device, host.context.host_root)
-        ok = host.release(device, args.claim_uid, read_config(args.config))
+        claim = read_claim(args)
+        ok = host.release(device, claim.uid, read_config(args.config), claim=claim)
     finally:
         host.close()
-    data = {"device": device.to_wire(), "claim_uid": args.claim_uid, "released": ok}
+    data = {"device": device.to_wire(), "claim_uid": claim.uid, "released": ok}
     if args.output == "json":
         emit_json(data)
     else:
-        emit_pairs([("device", device.label()), ("claim_uid", args.claim_uid), ("released", ok)])
+        emit_pairs([("device", device.label()), ("claim_uid", claim.uid), ("released", ok)])
     return 0 if ok else 5

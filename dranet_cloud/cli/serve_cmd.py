@@ -11,11 +11,19 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .common import add_provider_flags, build_host, seconds
+from .gc_flags import (
+    LIVE_CLAIMS_HELP,
+    add_kubeconfig_flag,
+    build_source,
+    parse_grace,
+    removed_older_than,
+)
 
 if TYPE_CHECKING:
     from ..host import ProviderHost
@@ -127,27 +135,39 @@ def register(sub: Any) -> None:
         action="store_false",
         help="do not log one line per request",
     )
-    g = p.add_argument_group("IPAM garbage collection")
+    g = p.add_argument_group(
+        "IPAM garbage collection",
+        "DRANET never retries a release; the server frees the addresses of claims that "
+        "the Kubernetes API proves gone.",
+    )
     g.add_argument(
         "--gc-interval",
         default=None,
         metavar="DURATION",
-        help="collect leaked allocations this often (30s, 10m, 1h)",
+        help="reclaim leaked allocations this often (30s, 10m, 1h); needs --gc-kubernetes",
     )
     g.add_argument(
-        "--gc-older-than",
+        "--gc-kubernetes",
+        action="store_true",
+        help="free an allocation only when the Kubernetes API proves its claim gone "
+        "(needs get and list on resourceclaims.resource.k8s.io)",
+    )
+    add_kubeconfig_flag(g)
+    g.add_argument(
+        "--gc-grace",
+        default="2m",
+        metavar="DURATION",
+        help="keep allocations younger than this before the evidence was taken (default 2m)",
+    )
+    g.add_argument("--gc-live-claims", default=None, metavar="FILE", help=LIVE_CLAIMS_HELP)
+    g.add_argument(
+        "--gc-unsafe-free-by-age",
         default=None,
         metavar="DURATION",
-        help="free allocations older than this; pick more than the longest claim "
-        "lifetime unless --gc-live-claims is given too",
+        help="UNSAFE: free every allocation older than this, live or not; a claim that runs "
+        "longer loses its address to another pod",
     )
-    g.add_argument(
-        "--gc-live-claims",
-        default=None,
-        metavar="FILE",
-        help="file of live claim UIDs (one a line) kept current by a sidecar; "
-        "allocations of claims listed there are never freed",
-    )
+    g.add_argument("--gc-older-than", default=None, help=argparse.SUPPRESS)
     add_provider_flags(p, ipam=True)
     p.set_defaults(func=run)
 
@@ -186,12 +206,6 @@ def run(args: argparse.Namespace) -> int:
     from ..server.listen import ListenAddress
 
     ListenAddress.parse(args.listen)  # a typo fails before any plugin starts
-    interval = _duration("--gc-interval", args.gc_interval)
-    if interval is not None and interval.total_seconds() <= 0:
-        raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
-    older_than = _duration("--gc-older-than", args.gc_older_than)
-    if interval is None and (older_than is not None or args.gc_live_claims is not None):
-        raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together; pass both or neither")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
@@ -205,13 +219,12 @@ def run(args: argparse.Namespace) -> int:
             f"serve needs FastAPI and uvicorn ({exc}); install them with "
             "pip install 'dranet-cloud[server]'"
         ) from exc
+    gc, close_source = _gc_settings(args)
     options = ServeOptions(
         listen=args.listen,
         socket_mode=args.socket_mode,
         max_body_bytes=args.max_body_bytes,
-        gc_interval=interval.total_seconds() if interval is not None else None,
-        gc_older_than=older_than,
-        gc_live_claims=args.gc_live_claims,
+        gc=gc,
         shutdown_timeout=args.shutdown_timeout,
         request_timeout=args.request_timeout,
         keep_alive_timeout=args.idle_timeout,
@@ -223,11 +236,52 @@ def run(args: argparse.Namespace) -> int:
     server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])
     if server_log.getEffectiveLevel() > logging.INFO:
         server_log.setLevel(logging.INFO)  # access lines and gc results are the server's output
-    host = build_host(args)
     try:
-        refuse_without_role(host)
-        server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
-        code: int = server.run()
+        host = build_host(args)
+        try:
+            refuse_without_role(host)
+            server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
+            code: int = server.run()
+        finally:
+            host.close()
     finally:
-        host.close()
+        close_source()
     return code
+
+
+def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
+    """The collector's settings from the --gc-* flags (``None`` without --gc-interval).
+
+    Builds the Kubernetes client now, so a bad --kubeconfig fails start-up.
+    """
+    from ..server.collector import CollectorSettings
+
+    if args.gc_older_than is not None:
+        raise ConfigError(
+            removed_older_than("--gc-older-than", "--gc-kubernetes", "--gc-unsafe-free-by-age")
+        )
+    interval = _duration("--gc-interval", args.gc_interval)
+    grace = parse_grace("--gc-grace", args.gc_grace)
+    unsafe = _duration("--gc-unsafe-free-by-age", args.gc_unsafe_free_by_age)
+    asked = args.gc_kubernetes or args.gc_live_claims is not None or unsafe is not None
+    if interval is None:
+        if asked:
+            raise ConfigError(
+                "--gc-kubernetes, --gc-live-claims and --gc-unsafe-free-by-age need "
+                "--gc-interval DURATION"
+            )
+        return None, lambda: None
+    if interval.total_seconds() <= 0:
+        raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
+    source, close = build_source(
+        what="--gc-interval",
+        kubernetes=args.gc_kubernetes,
+        kubeconfig=args.kubeconfig,
+        live_claims=args.gc_live_claims,
+        unsafe_age=unsafe,
+        flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
+    )
+    settings = CollectorSettings(
+        interval.total_seconds(), source=source, grace=grace, unsafe_free_by_age=unsafe
+    )
+    return settings, close

@@ -97,6 +97,14 @@ class MemoryStore:
         out = [self._by_key[k] for o in owners for k in self._by_owner.get(o, {})]
         return sorted(out, key=_holder_order)
 
+    def _fill_claim(self, held: Iterable[Allocation], claim: ClaimReference | None) -> None:
+        """Record the claim's namespace/name on allocations made when only its UID was known."""
+        if claim is None or (claim.namespace is None and claim.name is None and not claim.pods):
+            return
+        for alloc in held:
+            if alloc.claim is None:
+                self._by_key[_key_of(alloc)] = replace(alloc, claim=claim)
+
     def _record(self, owner: Owner) -> None:
         if owner in self._by_owner:  # keys live only as long as rows do
             self._keys.setdefault(owner.device, set()).update(owner.all_keys)
@@ -180,6 +188,7 @@ class MemoryStore:
             for alloc in new:
                 self._add(alloc)
             self._record(main)
+            self._fill_claim(held, claim)
             return result
 
     def reserve(
@@ -203,6 +212,7 @@ class MemoryStore:
             for alloc in new:
                 self._add(alloc)
             self._record(main)
+            self._fill_claim(self._held(owners), claim)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:

@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS device_keys (
     PRIMARY KEY (device, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allocations_by_claim ON allocations (claim_uid, pool);
+CREATE INDEX IF NOT EXISTS allocations_by_device ON allocations (device);
 """
 
 _CLAIM_COLUMNS = ("claim_namespace", "claim_name", "claim_pods")
@@ -510,7 +511,11 @@ class SqliteStore:
         devices = [
             str(d)
             for (d,) in conn.execute(
-                "SELECT DISTINCT device FROM allocations WHERE claim_uid = ? AND pool = ?",
+                # Without ANALYZE statistics SQLite prefers the (pool, ...) index,
+                # which scans every row of the pool; the claim index finds a
+                # claim's few rows directly.
+                "SELECT DISTINCT device FROM allocations INDEXED BY allocations_by_claim "
+                "WHERE claim_uid = ? AND pool = ?",
                 (owner.claim_uid, owner.pool),
             )
         ]
@@ -526,7 +531,8 @@ class SqliteStore:
         marks = ", ".join("?" for _ in devices)
         return list(
             conn.execute(
-                f"SELECT {_COLUMNS} FROM allocations WHERE claim_uid = ? AND pool = ? "
+                f"SELECT {_COLUMNS} FROM allocations INDEXED BY allocations_by_claim "
+                f"WHERE claim_uid = ? AND pool = ? "
                 f"AND device IN ({marks}) ORDER BY static, family, addr_key",
                 (owner.claim_uid, owner.pool, *devices),
             ).fetchall()
@@ -540,8 +546,32 @@ class SqliteStore:
         )
 
     @staticmethod
-    def _forget_unused_keys(conn: sqlite3.Connection) -> None:
-        conn.execute("DELETE FROM device_keys WHERE device NOT IN (SELECT device FROM allocations)")
+    def _fill_claim(
+        conn: sqlite3.Connection, owner: Owner, devices: Sequence[str], claim: ClaimReference | None
+    ) -> None:
+        """Record the claim's namespace/name on rows allocated when only its UID was known.
+
+        A gen1 call (UID only) retried by gen2 DRANET after an upgrade must not
+        leave the allocation unreclaimable by namespace/name.
+        """
+        if claim is None or (claim.namespace is None and claim.name is None and not claim.pods):
+            return
+        marks = ", ".join("?" for _ in devices)
+        conn.execute(
+            "UPDATE allocations SET claim_namespace = ?, claim_name = ?, claim_pods = ? "
+            f"WHERE claim_uid = ? AND pool = ? AND device IN ({marks}) AND "
+            "claim_namespace IS NULL AND claim_name IS NULL AND claim_pods IS NULL",
+            (*_claim_values(claim), owner.claim_uid, owner.pool, *devices),
+        )
+
+    @staticmethod
+    def _forget_unused_keys(conn: sqlite3.Connection, devices: Iterable[str]) -> None:
+        """Drop the keys of identities among ``devices`` that hold nothing any more."""
+        conn.executemany(
+            "DELETE FROM device_keys WHERE device = ? "
+            "AND NOT EXISTS (SELECT 1 FROM allocations WHERE device = ?)",
+            [(d, d) for d in sorted(set(devices))],
+        )
 
     @staticmethod
     def _scan(conn: sqlite3.Connection, family: int) -> Callable[[int, int], Iterator[int]]:
@@ -617,6 +647,7 @@ class SqliteStore:
                 result.append(alloc.address)
             if held or result:
                 self._record(conn, main)
+                self._fill_claim(conn, owner, devices, claim)
             return result
 
     def reserve(
@@ -644,6 +675,7 @@ class SqliteStore:
                     )
             if wanted:
                 self._record(conn, main)
+                self._fill_claim(conn, owner, devices, claim)
             return [host_cidr(a) for a in wanted]
 
     def release(self, owner: Owner) -> list[str]:
@@ -657,7 +689,7 @@ class SqliteStore:
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {where}", params)
             if rows:
-                self._forget_unused_keys(conn)
+                self._forget_unused_keys(conn, devices)
             return [str(address) for (address,) in rows]
 
     def collect(
@@ -694,7 +726,7 @@ class SqliteStore:
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
             if rows:
-                self._forget_unused_keys(conn)
+                self._forget_unused_keys(conn, (row[4] for row in rows))
             if live is not None:
                 conn.execute("DELETE FROM temp.live_claims")
         return [_to_allocation(row) for row in rows]

@@ -44,7 +44,14 @@ from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnava
 from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
 from ..logsafe import safe
-from ..models import DeviceIdentifiers, NetworkConfig, ProfileRequest, WireModel
+from ..models import (
+    DeviceIdentifiers,
+    NetworkConfig,
+    WireModel,
+    parse_peer_config,
+    parse_profile_request,
+)
+from ..nic import resolution_scope
 from .docs import documentation_app
 from .middleware import (
     ASGIApp,
@@ -211,6 +218,12 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
         return text_reply(
             500, f"POST {path} for {what}: internal error ({type(exc).__name__}: {safe(exc)})"
         )
+
+
+def _in_scope(job: Callable[[], Reply]) -> Reply:
+    """Run a job with NIC resolution memoized for its duration (one sysfs walk per call)."""
+    with resolution_scope():
+        return job()
 
 
 class _Route:
@@ -424,7 +437,7 @@ class ByodpApp:
         self._in_flight += 1
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor(), job)
+            return await loop.run_in_executor(self._executor(), _in_scope, job)
         finally:
             self._in_flight -= 1
 
@@ -466,19 +479,22 @@ class ByodpApp:
         return text_reply(400, f"invalid request body for {path}: {problem}") if problem else None
 
     def _profile_config(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
-        req = ProfileRequest.model_validate(doc)
+        req = parse_profile_request(doc)  # gen1 claim_uid and/or gen2 claim
+        claim = req.claim_ref
         if not self._profile:
             return _no_role("profile", path)
-        bad = self._claim_problem(path, req.device, req.claim_uid)
+        bad = self._claim_problem(path, req.device, claim.uid)
         problem = config_limit_problem(req.config)
         if bad is not None or problem:
             return bad or text_reply(400, f"invalid request body for {path}: {problem}")
         config = req.config or NetworkConfig()
-        what = f"device {safe(req.device.label())} claim {safe(req.claim_uid)}"
+        what = f"device {safe(req.device.label())} claim {safe(claim.uid)}"
 
         def job() -> Reply:
             result = _call(
-                path, what, lambda: self.host.profile_config(req.device, req.claim_uid, config)
+                path,
+                what,
+                lambda: self.host.profile_config(req.device, claim.uid, config, claim=claim),
             )
             if isinstance(result, tuple):
                 return result
@@ -499,7 +515,7 @@ class ByodpApp:
         config: NetworkConfig | None = None
         if req.config is not None:
             try:
-                config = NetworkConfig.model_validate(req.config)
+                config = parse_peer_config(req.config)
             except ValidationError as exc:
                 log.warning(
                     "POST %s for %s: config is invalid (%s); releasing by device and claim UID",

@@ -1,10 +1,13 @@
 """Periodic IPAM garbage collection inside ``dranet-cloud serve``.
 
 DRANET never retries a failed release (teardown must not block), so a
-provider must reclaim leaks itself.  The server can only judge by age, and,
-when a sidecar keeps a file of live claim UIDs up to date, by liveness too;
-with both only allocations that are not live *and* old are freed, the same
-rule as ``dranet-cloud ipam gc``.
+provider must reclaim leaks itself.  Every ``interval`` the collector asks a
+:class:`~dranet_cloud.ipam.reclaim.ClaimSource` which claims are proven gone
+(the Kubernetes API with ``--gc-kubernetes``, or a complete live-claims file)
+and frees only their allocations older than the grace period; a run whose
+evidence fails frees nothing and logs why.  Freeing by age alone exists only
+behind ``--gc-unsafe-free-by-age``: a claim that lives longer than the
+duration loses its address to the next pod.
 """
 
 from __future__ import annotations
@@ -12,76 +15,85 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from ..errors import ConfigError
-from ..ipam.base import Allocation, IpamStore
+from ..ipam.base import IpamStore
+from ..ipam.reclaim import DEFAULT_GRACE, ClaimSource, NothingProven, ReclaimResult, reclaim
+from ..ipam.reclaim import describe_claim as _describe_claim
 
 log = logging.getLogger(__name__)
 
 
-def read_claims_file(path: str) -> list[str]:
-    """Claim UIDs, one a line; blank lines and ``#`` comments ignored."""
-    claims = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            claims.append(entry)
-    return claims
+@dataclass
+class CollectorSettings:
+    """What ``serve --gc-*`` asked for: exactly one of ``source`` and ``unsafe_free_by_age``."""
+
+    interval: float
+    source: ClaimSource | None = None
+    grace: timedelta = DEFAULT_GRACE
+    unsafe_free_by_age: timedelta | None = None
 
 
 class PeriodicCollector:
-    """A daemon thread calling ``store.collect`` every ``interval`` seconds."""
+    """A daemon thread reclaiming leaked allocations every ``interval`` seconds."""
 
-    def __init__(
-        self,
-        store: Callable[[], IpamStore],
-        *,
-        interval: float,
-        older_than: timedelta | None = None,
-        live_claims_file: str | None = None,
-    ) -> None:
-        if interval <= 0:
-            raise ConfigError(f"--gc-interval must be positive, got {interval:g} s")
-        if older_than is None and live_claims_file is None:
+    def __init__(self, store: Callable[[], IpamStore], settings: CollectorSettings) -> None:
+        if settings.interval <= 0:
+            raise ConfigError(f"--gc-interval must be positive, got {settings.interval:g} s")
+        if (settings.source is None) == (settings.unsafe_free_by_age is None):
             raise ConfigError(
-                "--gc-interval needs --gc-older-than DURATION, --gc-live-claims FILE or both; "
-                "refusing to collect every allocation"
+                "--gc-interval needs --gc-kubernetes (or, air-gapped, --gc-live-claims FILE); "
+                "refusing to collect without proof that claims are gone"
             )
         self.store = store
-        self.interval = interval
-        self.older_than = older_than
-        self.live_claims_file = live_claims_file
+        self.settings = settings
+        self.interval = settings.interval
         self.runs = 0
+        self.failed_runs = 0
         self.freed_total = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def collect_once(self) -> list[Allocation] | None:
-        """One collection; ``None`` when it was skipped (live list unreadable, store error)."""
-        live: list[str] | None = None
-        if self.live_claims_file is not None:
-            try:
-                live = read_claims_file(self.live_claims_file)
-            except (OSError, UnicodeDecodeError) as exc:
-                # An unreadable list must never read as "no claim is live".
-                log.warning(
-                    "ipam gc skipped: cannot read the live claims file %s (%s)",
-                    self.live_claims_file,
-                    exc,
-                )
-                return None
+    def collect_once(self) -> ReclaimResult | None:
+        """One collection; ``None`` when it freed nothing because nothing was proven."""
+        settings = self.settings
         try:
-            freed = self.store().collect(live_claims=live, older_than=self.older_than)
+            if settings.source is None:
+                assert settings.unsafe_free_by_age is not None
+                freed = self.store().collect(older_than=settings.unsafe_free_by_age)
+                result = ReclaimResult("age alone (--gc-unsafe-free-by-age)", False, len(freed))
+                result.freed = freed
+            else:
+                result = reclaim(self.store(), settings.source, grace=settings.grace)
+        except NothingProven as exc:
+            self.failed_runs += 1
+            log.warning("ipam gc freed nothing, will retry in %g s: %s", self.interval, exc)
+            return None
         except Exception as exc:
-            log.warning("ipam gc failed, will retry in %g s: %s", self.interval, exc)
+            self.failed_runs += 1
+            log.warning(
+                "ipam gc freed nothing, will retry in %g s: %s: %s",
+                self.interval,
+                type(exc).__name__,
+                exc,
+            )
             return None
         self.runs += 1
-        self.freed_total += len(freed)
-        for alloc in freed:
-            log.info("ipam gc freed %s held by %s", alloc.address, alloc.owner)
-        return freed
+        self.freed_total += len(result.freed)
+        for alloc in result.freed:
+            log.info(
+                "ipam gc freed %s held by %s (claim %s is gone)",
+                alloc.address,
+                alloc.owner,
+                _describe_claim(alloc),
+            )
+        if result.freed or result.kept_recent or result.changed:
+            log.info("%s", result.summary())
+        else:
+            log.debug("%s", result.summary())
+        return result
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

@@ -26,10 +26,16 @@ class AttributeMapDoc(RootModel[dict[str, DeviceAttribute]]):
 
 
 class ProfileRequestDoc(WireModel):
-    """``POST /GetProfileConfig`` and ``/ReleaseProfileConfig`` (docs only)."""
+    """``POST /GetProfileConfig`` and ``/ReleaseProfileConfig`` (docs only).
+
+    gen2 DRANET (PR #282) sends the ResourceClaim as ``claim`` (its UID is
+    ``claim.metadata.uid``), gen1 sends ``claim_uid``; at least one, and both
+    must agree.  Releases carry ``claim_uid`` in both generations.
+    """
 
     device: DeviceIdentifiers
-    claim_uid: str
+    claim_uid: str | None = None
+    claim: dict[str, Any] | None = None
     config: NetworkConfig | None = None
 
 
@@ -66,6 +72,31 @@ _DEVICE_EXAMPLES = {
     "name-only": {"summary": "only a name", "value": {"name": "eno1"}},
 }
 _PROFILE_EXAMPLES = {
+    "gen2": {
+        "summary": "gen2 DRANET: the whole ResourceClaim",
+        "value": {
+            "device": {"mac_address": "42:01:c0:a8:01:02", "name": "eth1"},
+            "claim": {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {
+                    "name": "nic-claim",
+                    "namespace": "team-a",
+                    "uid": "4f9d3c1e-7a51-4c8e-9d1b-2b6f0c9a7e11",
+                },
+                "status": {
+                    "reservedFor": [
+                        {
+                            "resource": "pods",
+                            "name": "trainer-0",
+                            "uid": "9a8b7c6d-0000-4000-8000-000000000001",
+                        }
+                    ]
+                },
+            },
+            "config": {"profile": "local-ipam", "interface": {"type": "IPVLAN"}},
+        },
+    },
     "local-ipam": {
         "summary": "ask local-ipam for an address",
         "value": {

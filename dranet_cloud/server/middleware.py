@@ -43,9 +43,17 @@ def printable(text: str) -> str:
 
 
 def claim_uid_of(doc: Any) -> str | None:
-    """The ``claim_uid`` of a parsed ProfileRequest, if it has a string one."""
+    """The claim UID of a parsed ProfileRequest of either generation, for the log.
+
+    gen1 sends ``claim_uid``; gen2 sends the ResourceClaim (``claim.metadata.uid``).
+    """
     if isinstance(doc, dict):
         uid = doc.get("claim_uid")
+        if isinstance(uid, str) and uid:
+            return uid
+        claim = doc.get("claim")
+        meta = claim.get("metadata") if isinstance(claim, dict) else None
+        uid = meta.get("uid") if isinstance(meta, dict) else None
         if isinstance(uid, str):
             return uid
     return None

@@ -21,7 +21,6 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from types import FrameType
 from typing import Any
 
@@ -30,7 +29,7 @@ import uvicorn
 from ..errors import ConfigError
 from ..host import ProviderHost
 from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
-from .collector import PeriodicCollector
+from .collector import CollectorSettings, PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
 from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
 
@@ -46,9 +45,7 @@ class ServeOptions:
     listen: str
     socket_mode: int = DEFAULT_SOCKET_MODE
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    gc_interval: float | None = None
-    gc_older_than: timedelta | None = None
-    gc_live_claims: str | None = None
+    gc: CollectorSettings | None = None  # periodic leak reclaiming, when asked for
     shutdown_timeout: int | None = 25
     # Longer than DRANET's request spacing, so Go's pooled connections are rarely
     # closed under it; an idle unix-socket connection costs nothing.
@@ -115,15 +112,8 @@ class WebhookServer:
         self.close_host = close_host
         self.address = ListenAddress.parse(options.listen)
         self.collector: PeriodicCollector | None = None
-        if options.gc_interval is not None:
-            self.collector = PeriodicCollector(
-                lambda: host.context.ipam,
-                interval=options.gc_interval,
-                older_than=options.gc_older_than,
-                live_claims_file=options.gc_live_claims,
-            )
-        elif options.gc_older_than is not None or options.gc_live_claims is not None:
-            raise ConfigError("--gc-older-than and --gc-live-claims need --gc-interval DURATION")
+        if options.gc is not None:
+            self.collector = PeriodicCollector(lambda: host.context.ipam, options.gc)
         if (options.tls_cert is None) != (options.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key go together; pass both or neither")
         if options.request_timeout <= 0 or options.keep_alive_timeout <= 0:

@@ -27,12 +27,14 @@ from typing import Any
 import pytest
 
 from ..attributes import MAX_ATTRIBUTES, attribute_name_problem, attribute_value_problem
+from ..budget import dranet_attributes, dranet_devices, locate
 from ..context import ProviderContext, ProviderOptions
 from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
-from ..models import NetworkConfig, validate_network_config
+from ..models import NetworkConfig
 from ..plugins import ROLE_HOOKS, PluginRegistry
+from ..validation import validate_network_config
 
 
 @dataclass
@@ -67,10 +69,10 @@ def record_connections() -> Iterator[list[Any]]:
 class PluginConformance:
     plugin_name: str = ""
     sample_variant: str | None = None
-    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "ipvlan"}}
-    # False for a cloud that, like DRANET's provider for it, answers attributes
-    # only (OCI): then no NIC of the sample host may get a device config.
-    expects_device_config: bool = True
+    # False for a cloud whose facts carry no device config (CKS and OCI, as in
+    # DRANET): then every device's config must be None.
+    has_device_config: bool = True
+    profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
     # --- environment ---------------------------------------------------------
 
@@ -91,7 +93,7 @@ class PluginConformance:
         )
         assert sample is not None, "the plugin's sample_host hook returned nothing"
         emu = registry.call(
-            self.plugin_name, "emulator", fixture=None, listen="127.0.0.1:0", faults=None
+            self.plugin_name, "emulator", fixture=sample.fixture, listen="127.0.0.1:0", faults=None
         )
         assert emu is not None, "the plugin's emulator hook returned nothing"
         emu.start()
@@ -189,6 +191,27 @@ class PluginConformance:
             seen_any |= bool(raw)
         assert seen_any, "no NIC of the sample host got any attribute"
 
+    def test_no_device_exceeds_the_limit_with_dranets_own(
+        self, registry: PluginRegistry, started_host: ProviderHost
+    ) -> None:
+        """Every device DRANET would publish on the sample host, PCI-only ones
+        included, stays within 32 attributes once DRANET's own are counted: a
+        device over it gets the node's whole ResourceSlice rejected."""
+        root = started_host.context.host_root
+        devices = dranet_devices(root)
+        assert devices, "the sample host has no devices"
+        for dev in devices:
+            attrs = started_host.device_attributes(dev)
+            budget = started_host.attribute_budget(dev)
+            nic = locate(root, dev)
+            own = dranet_attributes(root, nic) if nic is not None else []
+            assert not set(attrs) & set(own), f"{dev.label()}: a plugin overrides DRANET's own"
+            total = len(attrs) + budget["dranet"]
+            assert total <= MAX_ATTRIBUTES, (
+                f"{dev.label()}: {len(attrs)} provider + {budget['dranet']} DRANET attributes "
+                f"= {total} > {MAX_ATTRIBUTES}"
+            )
+
     def test_device_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost
     ) -> None:
@@ -196,8 +219,8 @@ class PluginConformance:
             started_host.device_config(d) for d in started_host.context.host_root.net_devices()
         ]
         present = [c for c in configs if c is not None]
-        if not self.expects_device_config:
-            assert present == [], "a plugin declared without device config returned one"
+        if not self.has_device_config:
+            assert present == [], "the plugin declares no device config but returned one"
             return
         assert present, "no NIC of the sample host got a device config"
         for cfg in present:

@@ -841,6 +841,8 @@ class Emulator:
         self._conns: set[socket.socket] = set()
         self._serial = 0
         self._url: str | None = None
+        # Run by every stop(): idempotent clean-ups of whoever built the emulator.
+        self.on_stop: list[Callable[[], None]] = []
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -876,8 +878,14 @@ class Emulator:
     def stop(self) -> None:
         """Stop serving, close idle keep-alive connections, remove the socket file."""
         server, self._server = self._server, None
-        if server is None:
-            return
+        try:
+            if server is not None:
+                self._shutdown(server)
+        finally:
+            for callback in list(self.on_stop):
+                callback()
+
+    def _shutdown(self, server: _TCPServer | _UnixServer) -> None:
         # shutdown() waits for the serve loop to notice; poke it awake with a
         # connection instead of waiting for the next poll.
         stopper = threading.Thread(target=server.shutdown, daemon=True)

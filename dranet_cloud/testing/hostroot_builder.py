@@ -35,6 +35,7 @@ class _Nic:
     driver: str | None
     bond_mode: str | None
     ifindex: int
+    slave_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,12 @@ class HostRootBuilder:
         pci: str | None = None,
         driver: str | None = None,
         bond_mode: str | None = None,
+        slave_of: str | None = None,
     ) -> HostRootBuilder:
         """A NIC in ``/sys/class/net``; ``pci`` makes it a PCI device, ``driver``
-        binds one, ``bond_mode`` (``"802.3ad"``) makes it a bond."""
+        binds one, ``bond_mode`` (``"802.3ad"``) makes it a bond, ``slave_of``
+        enslaves it to that bond: as in the kernel, its ``address`` then shows
+        the bond's MAC and ``bonding_slave/perm_hwaddr`` its own."""
         if len(name) > 15 or "/" in name or not name:
             raise ValueError(f"interface name {name!r} is not a valid Linux name")
         if mac is not None:
@@ -115,7 +119,7 @@ class HostRootBuilder:
             pci = _check_pci(pci)
             self._pci_devices[pci] = driver or self._pci_devices.get(pci)
         ifindex = self._nics[name].ifindex if name in self._nics else len(self._nics) + 2
-        self._nics[name] = _Nic(name, mac, mtu, pci, driver, bond_mode, ifindex)
+        self._nics[name] = _Nic(name, mac, mtu, pci, driver, bond_mode, ifindex, slave_of)
         return self
 
     def pci_device(self, pci: str, driver: str | None = None) -> HostRootBuilder:
@@ -158,15 +162,14 @@ class HostRootBuilder:
         is a PCI NIC enslaved to it (see :meth:`enslave`).
         """
         self.nic(name, mac, mtu=mtu)
-        device = f"sys/devices/LNXSYSTM:00/LNXSYBUS:00/vmbus/{guid}"
-        self._links[f"sys/class/net/{name}/device"] = device
-        self._links[f"{device}/driver"] = f"sys/bus/vmbus/drivers/{driver}"
+        device = f"/sys/devices/LNXSYSTM:00/LNXSYBUS:00/vmbus/{guid}"
+        self.link(f"/sys/class/net/{name}/device", device)
+        self.link(f"{device}/driver", f"/sys/bus/vmbus/drivers/{driver}")
         return self
 
     def enslave(self, child: str, master: str) -> HostRootBuilder:
         """``/sys/class/net/<child>/master`` points at ``master`` (bond port, netvsc VF)."""
-        self._links[f"sys/class/net/{child}/master"] = f"sys/class/net/{master}"
-        return self
+        return self.link(f"/sys/class/net/{child}/master", f"/sys/class/net/{master}")
 
     def ipv6_route(
         self, destination: str, gateway: str | None, ifname: str, metric: int = 1024
@@ -180,6 +183,12 @@ class HostRootBuilder:
     def file(self, absolute: str, content: str) -> HostRootBuilder:
         """Any other file (``/proc/cmdline``...), written verbatim."""
         self._files[absolute] = content
+        return self
+
+    def link(self, absolute: str, target: str) -> HostRootBuilder:
+        """A symlink at ``absolute`` to ``target`` (both node paths), written relative
+        (an SR-IOV VF's ``physfn``...)."""
+        self._links[absolute] = target
         return self
 
     # --- writing ----------------------------------------------------------------------------
@@ -203,18 +212,29 @@ class HostRootBuilder:
         self._write("proc/net/if_inet6", self._render_inet6())
         if self._routes6:
             self._write("proc/net/ipv6_route", self._render_routes6())
-        for rel, target in self._links.items():
-            self._dir(target)
-            self._link(rel, target)
         for absolute, content in self._files.items():
             self._write(absolute.lstrip("/"), content)
+        for absolute, target in self._links.items():
+            if not (self.root / target.lstrip("/")).exists():
+                self._dir(target.lstrip("/"))  # a device directory nothing else wrote
+            self._link(absolute.lstrip("/"), target.lstrip("/"))
         return self.root
 
     def _nic(self, nic: _Nic) -> None:
         base = f"sys/class/net/{nic.name}"
         self._dir(base)
-        if nic.mac is not None:
-            self._write(f"{base}/address", nic.mac + "\n")
+        mac = nic.mac
+        if nic.slave_of is not None:
+            bond = self._nics.get(nic.slave_of)
+            if bond is None:
+                raise ValueError(f"nic {nic.name}: bond {nic.slave_of} is not defined")
+            self._dir(f"sys/class/net/{bond.name}")
+            self._link(f"{base}/master", f"sys/class/net/{bond.name}")
+            if nic.mac is not None:
+                self._write(f"{base}/bonding_slave/perm_hwaddr", nic.mac + "\n")
+            mac = bond.mac
+        if mac is not None:
+            self._write(f"{base}/address", mac + "\n")
         if nic.mtu is not None:
             self._write(f"{base}/mtu", f"{nic.mtu}\n")
         self._write(f"{base}/ifindex", f"{nic.ifindex}\n")

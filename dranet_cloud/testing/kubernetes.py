@@ -31,6 +31,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -109,6 +110,7 @@ class KubernetesEmulator:
         listen: str = "127.0.0.1:0",
         faults: Faults | str | None = None,
         token: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         if listen.strip().startswith("unix://"):
             raise ValueError(
@@ -121,14 +123,20 @@ class KubernetesEmulator:
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
+        # time.monotonic() of every cluster-wide ResourceClaim list's snapshot
+        # (its first page): tests count collection runs that began after an event.
+        self.claim_list_snapshots: list[float] = []
         self._tmpdir: str | None = None
         self.emulator = Emulator(
             self.handle,
             name="kubernetes",
             listen=listen,
             faults=faults,
-            env_for=lambda url: {"KUBECONFIG": str(self.write_kubeconfig())},
+            # ``env``: more variables for the client (a CKS node's NODE_NAME).
+            env_for=lambda url: {"KUBECONFIG": str(self.write_kubeconfig()), **(env or {})},
         )
+        # Stopping the bare Emulator (a plugin's emulator hook returns it) cleans up too.
+        self.emulator.on_stop.append(self._remove_tmpdir)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -138,6 +146,9 @@ class KubernetesEmulator:
 
     def stop(self) -> None:
         self.emulator.stop()
+        self._remove_tmpdir()
+
+    def _remove_tmpdir(self) -> None:
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -425,6 +436,8 @@ class KubernetesEmulator:
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
+                if resource == CLAIMS and namespace is None:
+                    self.claim_list_snapshots.append(time.monotonic())
                 self._snapshots[snap_id] = snapshot
                 while len(self._snapshots) > MAX_SNAPSHOTS:
                     self._snapshots.popitem(last=False)

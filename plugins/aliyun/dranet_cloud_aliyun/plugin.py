@@ -17,6 +17,7 @@ from dranet_cloud.settings import Setting
 from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -64,6 +65,22 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    """eRDMA and placement first (what claims select by); IDs that only describe last."""
+    from . import attributes as a
+
+    return [
+        a.ERDMA,
+        a.INSTANCE_TYPE,
+        a.ZONE_ID,
+        a.VSWITCH_ID,
+        a.VPC_ID,
+        a.NETWORK_INTERFACE_ID,
+        a.REGION_ID,
+    ]
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
@@ -79,10 +96,11 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
 
-    return profile.profile_config(context, device, claim_uid, config)
+    return profile.profile_config(context, device, claim_uid, config, claim)
 
 
 @hookimpl

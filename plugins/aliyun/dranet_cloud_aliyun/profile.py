@@ -5,7 +5,7 @@ asked to share) gets one IPv6 address from the eflo /124 of its parent's
 /64, through the node's IPAM store so that retries, restarts and concurrent
 claims agree.  The owner is ``(aliyun, device, claim)``: a kubelet retry of
 the same claim gets the same address, and release frees by owner whatever
-the config still says.  The claim rules (unnumbered, DHCP, static
+the config still says.  The claim rules (Unnumbered, DHCP, static
 addresses) are the core's :mod:`dranet_cloud.subinterface`; a NIC without a
 global /64 is a configuration problem (400), not a conflict.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from dranet_cloud.claims import ClaimReference
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
@@ -47,7 +48,7 @@ def _eflo_ranges(context: ProviderContext, device: DeviceIdentifiers) -> list[IP
             f"(host root {context.host_root.root}), so there is no eflo block "
             "<prefix>:0:f:0:c00/124 to address its IPVLAN child from; give the "
             "interface its global IPv6 address, or set interface.addresses or "
-            "interface.unnumbered in the claim",
+            "interface.addressing 'Unnumbered' in the claim",
             status=400,
         )
     log.debug("%s: %s: eflo block %s", PLUGIN, device.label(), eflo_block(prefix))
@@ -55,7 +56,11 @@ def _eflo_ranges(context: ProviderContext, device: DeviceIdentifiers) -> list[IP
 
 
 def profile_config(
-    context: ProviderContext, device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig
+    context: ProviderContext,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us."""
     return subinterface_profile(
@@ -64,6 +69,7 @@ def profile_config(
         device=device,
         claim_uid=claim_uid,
         config=config,
+        claim=claim,
         ranges=lambda: _eflo_ranges(context, device),
     )
 

@@ -168,10 +168,10 @@ def nic_config(host_root: HostRoot, nic: AliyunNic, device: DeviceIdentifiers) -
 
 
 def bond_config() -> NetworkConfig:
-    """An IPVLAN child (l2, bridge) addressed by the eflo profile."""
+    """An IPVLAN child (L2, Bridge) addressed by the eflo profile."""
     return NetworkConfig(
         profile=EFLO_PROFILE,
-        interface=InterfaceConfig(type="ipvlan", ipvlan=IPVlanConfig(mode="l2", flag="bridge")),
+        interface=InterfaceConfig(type="IPVLAN", ipvlan=IPVlanConfig(mode="L2", flag="Bridge")),
     )
 
 

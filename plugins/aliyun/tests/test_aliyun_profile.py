@@ -28,7 +28,7 @@ from dranet_cloud.testing import Emulator, HostRootBuilder
 
 BOND_BLOCK = ipaddress.IPv6Network("2408:4005:3cf:7e20:0:f:0:c00/124")
 BOND = DeviceIdentifiers(name="bond0", mac_address="00:16:3e:5d:01:a0")
-IPVLAN = NetworkConfig.model_validate({"interface": {"type": "ipvlan"}})
+IPVLAN = NetworkConfig.model_validate({"interface": {"type": "IPVLAN"}})
 
 
 def _addr(config: NetworkConfig) -> ipaddress.IPv6Address:
@@ -108,7 +108,7 @@ def test_profile_get_and_release_through_the_cli(
     first = get("claim-1")
     iface = first["interface"]
     assert isinstance(iface, dict)
-    assert iface["type"] == "ipvlan"
+    assert iface["type"] == "IPVLAN"
     (addr1,) = iface["addresses"]
     assert ipaddress.ip_interface(addr1).ip in BOND_BLOCK
     assert get("claim-1")["interface"] == iface  # a retry: same answer, nothing new
@@ -161,7 +161,7 @@ def test_static_addresses_are_reserved(bond_host: ProviderHost) -> None:
     user = NetworkConfig.model_validate({"interface": {"addresses": [static]}})
     final = bond_host.network_config(BOND, "static-1", user)
     assert final.interface.addresses == [static]
-    assert final.interface.type == "ipvlan"
+    assert final.interface.type == "IPVLAN"
     # Same claim again: same answer; another claim asking for it: 409.
     assert bond_host.network_config(BOND, "static-1", user).interface.addresses == [static]
     with pytest.raises(AddressConflict) as denied:
@@ -174,7 +174,9 @@ def test_static_addresses_are_reserved(bond_host: ProviderHost) -> None:
 
 
 def test_unnumbered_claim_allocates_nothing(bond_host: ProviderHost) -> None:
-    user = NetworkConfig.model_validate({"interface": {"type": "ipvlan", "unnumbered": True}})
+    user = NetworkConfig.model_validate(
+        {"interface": {"type": "IPVLAN", "addressing": "Unnumbered"}}
+    )
     final = bond_host.network_config(BOND, "bare", user)
     assert final.interface.addresses is None
     assert bond_host.context.ipam.list() == []

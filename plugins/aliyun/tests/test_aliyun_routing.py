@@ -12,9 +12,10 @@ from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic
 from dranet_cloud.context import ProviderContext, SampleHost
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers, validate_network_config
+from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.nic import resolve_nic
 from dranet_cloud.testing import Emulator, HostRootBuilder
+from dranet_cloud.validation import validate_network_config
 
 RDMA0 = "00:16:3e:2c:8a:11"
 StartHost = Callable[[Path, dict[str, str]], ProviderHost]
@@ -131,9 +132,9 @@ def test_lacp_bond_becomes_ipvlan_from_the_host_root_alone(bond_sample: SampleHo
     )
     assert config is not None
     validate_network_config(config)
-    assert config.interface.type == "ipvlan"
+    assert config.interface.type == "IPVLAN"
     ipvlan = config.interface.ipvlan
-    assert ipvlan is not None and (ipvlan.mode, ipvlan.flag) == ("l2", "bridge")
+    assert ipvlan is not None and (ipvlan.mode, ipvlan.flag) == ("L2", "Bridge")
     assert config.profile == "alibaba.dra.net/eflo"
     assert config.routes is None  # the bond's gateway is NDP-learned, not in metadata
 
@@ -161,7 +162,7 @@ def test_bond_config_through_the_host(
         eth0 = host.device_config(DeviceIdentifiers(name="eth0", mac_address="00:16:3e:2c:8a:10"))
     finally:
         host.close()
-    assert config is not None and config.to_wire()["interface"]["type"] == "ipvlan"
+    assert config is not None and config.to_wire()["interface"]["type"] == "IPVLAN"
     assert eth0 is not None and eth0.routes
 
 

@@ -1,26 +1,31 @@
-"""Kubernetes device attributes under ``aws.dra.net/``.
+"""Kubernetes device attributes under ``aws.dra.net/`` and DRANET's
+``resource.aws.com/`` EFA device groups.
 
-Instance-wide facts (type, region, zone, placement group) go on every NIC so
-a claim can select by them; per-ENI facts (network card, device number, ENI,
-subnet, VPC, EFA) only on NICs the metadata describes.  ``efa`` is published
-as a bool on every known ENI (true when the NIC's PCI function is bound to the
-``efa`` driver) so selectors can test it either way without tripping over a
-missing attribute.
+Instance-wide facts (type, region, zone, placement group) go on every device
+so a claim can select by them; per-ENI facts (network card, device number,
+ENI, subnet, VPC) only on NICs the metadata describes.  An ENA NIC whose ENI
+also has an EFA function gets ``efaPciAddress``, that function's address (see
+:mod:`.efa`): a netdev is never itself an EFA, so no attribute says it is.
+EFA functions (no netdev) get the Neuron device groups on Trainium nodes.
 
 Every name is a C identifier of at most 32 characters and every string is
-cut to 64 bytes, so the host never has to drop one.
+cut to 64 bytes, so the host never has to drop one for its shape.  A device
+may carry only so many attributes next to DRANET's own, so
+:data:`RANKING` says which survive first: the device groups (schedulers
+align Neuron and EFA devices by them), then what selects a NIC, then what
+only describes it.
 """
 
 from __future__ import annotations
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
-from dranet_cloud.nic import resolve_nic
+from dranet_cloud.nic import LocalNic, resolve_nic
 
+from . import efa
 from .snapshot import AwsInstance, Eni
 
 DOMAIN = "aws.dra.net"
-EFA_DRIVER = "efa"
 _MAX_STRING = 64
 
 
@@ -52,7 +57,7 @@ def instance_attributes(instance: AwsInstance) -> AttributeMap:
     return out
 
 
-def eni_attributes(eni: Eni, *, efa: bool | None) -> AttributeMap:
+def eni_attributes(eni: Eni, *, efa_pci: str | None = None) -> AttributeMap:
     out: AttributeMap = {_key("networkCard"): DeviceAttribute.of(eni.network_card)}
     if eni.device_number is not None:
         out[_key("deviceNumber")] = DeviceAttribute.of(eni.device_number)
@@ -63,30 +68,54 @@ def eni_attributes(eni: Eni, *, efa: bool | None) -> AttributeMap:
     ):
         if value:
             out[_key(name)] = _string(value)
-    if efa is not None:
-        out[_key("efa")] = DeviceAttribute.of(efa)
+    if efa_pci:
+        out[_key("efaPciAddress")] = _string(efa_pci)
     return out
 
 
-def pci_driver(context: ProviderContext, device: DeviceIdentifiers) -> str | None:
-    """The kernel driver of the NIC's PCI function, read through the host root.
-
-    The NIC is resolved by MAC, then PCI address, then name, so a PCI-only
-    device (an EFA function has no netdev) and a DRA device name both work.
-    """
-    nic = resolve_nic(context.host_root, device)
-    if not nic.pci_address:
-        return None
-    return nic.driver or context.host_root.pci_driver(nic.pci_address)
+def device_group_attributes(
+    context: ProviderContext, instance: AwsInstance, nic: LocalNic
+) -> AttributeMap:
+    """DRANET's EFA device groups, for an ``efa``-bound function on a Neuron instance."""
+    root = context.host_root
+    pci = nic.pci_address
+    if pci is None or not efa.is_neuron_instance(instance.identity.instance_type):
+        return {}
+    if (nic.driver or root.pci_driver(pci)) != efa.EFA_DRIVER:
+        return {}
+    map_type = root.dmi("product_name") or instance.identity.instance_type or ""
+    return {k: DeviceAttribute(string=v) for k, v in efa.device_groups(map_type, pci).items()}
 
 
 def device_attributes(
     context: ProviderContext, instance: AwsInstance, device: DeviceIdentifiers
 ) -> AttributeMap:
-    out = instance_attributes(instance)
     nic = resolve_nic(context.host_root, device)
+    out = device_group_attributes(context, instance, nic)
+    out.update(instance_attributes(instance))
     eni = instance.eni(nic.mac)
+    pci = nic.pci_address
     if eni is not None:
-        driver = pci_driver(context, device)
-        out.update(eni_attributes(eni, efa=driver == EFA_DRIVER))
+        sibling = None
+        if pci is not None and context.host_root.pci_driver(pci) != efa.EFA_DRIVER:
+            sibling = efa.sibling_efa(context.host_root, pci)
+        out.update(eni_attributes(eni, efa_pci=sibling))
     return out
+
+
+# Most useful first; see the module docstring and the ``attribute_ranking`` hook.
+RANKING = [
+    f"{efa.GROUP_DOMAIN}/",
+    _key("networkCard"),
+    _key("instanceType"),
+    _key("placementGroup"),
+    _key("availabilityZone"),
+    _key("efaPciAddress"),
+    _key("subnetId"),
+    _key("interfaceId"),
+    _key("placementPartition"),
+    _key("vpcId"),
+    _key("deviceNumber"),
+    _key("availabilityZoneId"),
+    _key("region"),
+]

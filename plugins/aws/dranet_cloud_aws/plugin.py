@@ -18,6 +18,7 @@ from dranet_cloud.settings import Setting
 from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -55,6 +56,13 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    from .attributes import RANKING
+
+    return list(RANKING)
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
@@ -74,12 +82,13 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
     from .snapshot import AwsInstance
 
     ours = instance if isinstance(instance, AwsInstance) else None
-    return profile.profile_config(context, ours, device, claim_uid, config)
+    return profile.profile_config(context, ours, device, claim_uid, config, claim)
 
 
 @hookimpl

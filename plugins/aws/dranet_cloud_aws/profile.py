@@ -16,9 +16,10 @@ tried one range at a time, because the node's IPAM takes at most one range
 per family per call.  An ENI with neither prefixes nor secondary addresses
 is denied with a message telling the operator to assign a prefix to it.
 
-Owners are ``Owner("aws", device.key(), claim_uid)``, so a kubelet retry of
+Owners are the claim on the NIC's stable identity (``subinterface_owner``:
+MAC, else PCI address, else name), so a kubelet retry of
 the same claim gets the same addresses and release frees by owner.  The
-claim rules (IPVLAN only, nothing for unnumbered or DHCP claims, static
+claim rules (IPVLAN only, nothing for Unnumbered or DHCP claims, static
 addresses reserved and echoed as written) are the core's
 :mod:`dranet_cloud.subinterface`; this module supplies the ENI's ranges, the
 static-address check and the several-runs-per-family allocation.
@@ -30,6 +31,7 @@ import ipaddress
 import logging
 from collections.abc import Sequence
 
+from dranet_cloud.claims import ClaimReference
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import IpamStore, Owner
@@ -130,10 +132,16 @@ def _held(store: IpamStore, owner: Owner) -> dict[int, str]:
     return out
 
 
-def _allocate_family(store: IpamStore, owner: Owner, ranges: Sequence[IPRange], eni: Eni) -> str:
+def _allocate_family(
+    store: IpamStore,
+    owner: Owner,
+    ranges: Sequence[IPRange],
+    eni: Eni,
+    claim: ClaimReference | None = None,
+) -> str:
     for rng in ranges:
         try:
-            got = store.allocate(owner, [rng])
+            got = store.allocate(owner, [rng], claim=claim)
         except RangeExhausted:
             continue
         return got[0]
@@ -145,7 +153,13 @@ def _allocate_family(store: IpamStore, owner: Owner, ranges: Sequence[IPRange], 
     )
 
 
-def _allocate(store: IpamStore, owner: Owner, eni: Eni, device: DeviceIdentifiers) -> list[str]:
+def _allocate(
+    store: IpamStore,
+    owner: Owner,
+    eni: Eni,
+    device: DeviceIdentifiers,
+    claim: ClaimReference | None = None,
+) -> list[str]:
     """One address per family, trying the ENI's candidate ranges in turn."""
     candidates = candidate_ranges(eni)
     if not candidates:
@@ -158,7 +172,7 @@ def _allocate(store: IpamStore, owner: Owner, eni: Eni, device: DeviceIdentifier
             if family in held:
                 addresses.append(held[family])
                 continue
-            addresses.append(_allocate_family(store, owner, candidates[family], eni))
+            addresses.append(_allocate_family(store, owner, candidates[family], eni, claim))
             fresh = True
     except ProfileDenied:
         if fresh and not held:
@@ -174,11 +188,12 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us.
 
     The metadata and the ENI are looked up only when addresses are needed, so
-    a claim asking for none (DHCP, unnumbered, not IPVLAN) is never denied
+    a claim asking for none (DHCP, Unnumbered, not IPVLAN) is never denied
     over them.
     """
 
@@ -201,7 +216,8 @@ def profile_config(
         device=device,
         claim_uid=claim_uid,
         config=config,
-        allocate=lambda store, owner: _allocate(store, owner, eni(), device),
+        claim=claim,
+        allocate=lambda store, owner, ref: _allocate(store, owner, eni(), device, ref),
         check_static=lambda addresses: _check_static(eni(), device, addresses),
     )
 

@@ -105,8 +105,10 @@ def eni_config(eni: Eni) -> NetworkConfig | None:
         sources += [_host(a) for a in eni.local_ipv4s] + list(eni.ipv4_prefixes)
     if eni.subnet_ipv6_cidr_blocks and (eni.ipv6s or eni.ipv6_prefixes):
         subnet6 = eni.subnet_ipv6_cidr_blocks[0]
-        # IPv6 has no route scopes: a route without a gateway is on-link.
-        routes.append(RouteConfig(destination=subnet6, table=table))
+        # The kernel ignores scope for IPv6, but DRANET's validation (PRs
+        # #317/#326, on the final config) requires a gateway unless the scope
+        # is link (253), so the on-link subnet route says so explicitly.
+        routes.append(RouteConfig(destination=subnet6, scope=SCOPE_LINK, table=table))
         routes.append(RouteConfig(destination="::/0", gateway=vpc_router(subnet6), table=table))
         sources += [_host(a) for a in eni.ipv6s] + list(eni.ipv6_prefixes)
     if not routes:

@@ -61,7 +61,7 @@ def aws_context(aws_emulator: Emulator, aws_sample: SampleHost) -> ProviderConte
 
 @pytest.fixture
 def aws_devices(aws_sample: SampleHost) -> list[DeviceIdentifiers]:
-    """The sample node's NICs (ens5..ens8) with MACs and PCI addresses."""
+    """The sample node's ENA NICs (ens5, ens6; card 1: enp48s0, enp49s0)."""
     return HostRoot(aws_sample.root).net_devices()
 
 

@@ -15,11 +15,13 @@ from dranet_cloud_aws.routing import (
     eni_config,
     route_table,
 )
+from dranet_cloud_aws.sample import P5_EFA_INTERFACES, P5_EFA_ONLY
 from dranet_cloud_aws.snapshot import AwsInstance, Eni
 
 from dranet_cloud.attributes import attribute_name_problem, attribute_value_problem
 from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import DeviceIdentifiers, validate_network_config
+from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.validation import validate_network_config
 
 D = "aws.dra.net/"
 
@@ -63,22 +65,43 @@ def test_attributes_for_every_eni(
         assert got["interfaceId"] == keys["interface-id"]
         assert got["subnetId"] == keys["subnet-id"]
         assert got["vpcId"] == keys["vpc-id"]
-        # The sample host binds the card-1 ENIs to the efa driver.
-        assert got["efa"] is (keys["network-card"] == 1)
+        # ENA netdevs are never EFA; the card-1 ENIs are EFA interfaces whose
+        # EFA function sits beside the ENA function.
+        assert "efa" not in got
+        if keys["network-card"] == 1:
+            assert got["efaPciAddress"] == dict(P5_EFA_INTERFACES)[dev.pci_address or ""]
+        else:
+            assert "efaPciAddress" not in got
         assert type(attrs[D + "networkCard"].value) is int
-        assert type(attrs[D + "efa"].value) is bool
+        assert not any(k.startswith("resource.aws.com/") for k in attrs), "p5 is not Neuron"
 
 
-def test_efa_is_read_through_the_pci_address_when_given(
+def test_efa_sibling_is_read_through_the_pci_address(
     aws_context: ProviderContext, instance: AwsInstance, aws_devices: list[DeviceIdentifiers]
 ) -> None:
-    efa_dev = next(d for d in aws_devices if d.name == "ens7")
-    # No name to look the NIC up by: the PCI address alone must find the driver.
-    bare = DeviceIdentifiers(mac_address=efa_dev.mac_address, pci_address=efa_dev.pci_address)
-    assert _values(device_attributes(aws_context, instance, bare))["efa"] is True
-    # The MAC alone finds the same NIC on the node, and so its EFA function.
-    no_pci = DeviceIdentifiers(mac_address=efa_dev.mac_address)
-    assert _values(device_attributes(aws_context, instance, no_pci))["efa"] is True
+    ena = next(d for d in aws_devices if d.pci_address == P5_EFA_INTERFACES[0][0])
+    # No name to look the NIC up by: the PCI address alone finds the sibling.
+    bare = DeviceIdentifiers(mac_address=ena.mac_address, pci_address=ena.pci_address)
+    assert (
+        _values(device_attributes(aws_context, instance, bare))["efaPciAddress"]
+        == (P5_EFA_INTERFACES[0][1])
+    )
+    # The MAC alone finds the same NIC on the node, and so its EFA sibling.
+    no_pci = DeviceIdentifiers(mac_address=ena.mac_address)
+    assert (
+        _values(device_attributes(aws_context, instance, no_pci))["efaPciAddress"]
+        == (P5_EFA_INTERFACES[0][1])
+    )
+
+
+def test_efa_function_on_p5_gets_instance_attributes_only(
+    aws_context: ProviderContext, instance: AwsInstance
+) -> None:
+    for pci in (P5_EFA_INTERFACES[0][1], P5_EFA_ONLY[0]):
+        got = device_attributes(aws_context, instance, DeviceIdentifiers(pci_address=pci))
+        assert _values(got)["instanceType"] == "p5.48xlarge"
+        assert "interfaceId" not in _values(got)
+        assert not any(k.startswith("resource.aws.com/") for k in got)
 
 
 def test_unknown_nic_gets_instance_attributes_only(
@@ -87,7 +110,7 @@ def test_unknown_nic_gets_instance_attributes_only(
     dev = DeviceIdentifiers(name="veth0", mac_address="aa:bb:cc:dd:ee:ff")
     got = _values(device_attributes(aws_context, instance, dev))
     assert got["instanceType"] == "p5.48xlarge"
-    assert "interfaceId" not in got and "efa" not in got
+    assert "interfaceId" not in got and "efaPciAddress" not in got
 
 
 def test_partition_and_missing_group(aws_context: ProviderContext, instance: AwsInstance) -> None:
@@ -135,7 +158,7 @@ def test_prefix_eni_gets_rules_for_every_address_and_prefix(instance: AwsInstanc
     assert routes == {
         ("10.0.32.0/20", None, 253, 101),
         ("0.0.0.0/0", "10.0.32.1", None, 101),
-        ("2600:1f16:8c2:1a20::/64", None, None, 101),
+        ("2600:1f16:8c2:1a20::/64", None, 253, 101),
         ("::/0", "2600:1f16:8c2:1a20::1", None, 101),
     }
     sources = {r.source for r in cfg.rules or []}

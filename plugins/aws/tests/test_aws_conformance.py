@@ -14,3 +14,10 @@ class TestAwsXenConformance(PluginConformance):
 
     plugin_name = "aws"
     sample_variant = "xen"
+
+
+class TestAwsTrn2Conformance(PluginConformance):
+    """A trn2 node: its own IMDS fixture, 16 EFA functions with device groups."""
+
+    plugin_name = "aws"
+    sample_variant = "trn2"

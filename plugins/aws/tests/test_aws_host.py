@@ -15,10 +15,11 @@ from dranet_cloud_aws.emulator import build_emulator, imds_tree
 
 from dranet_cloud.cli.main import main
 from dranet_cloud.context import ProviderOptions, SampleHost
+from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, open_store
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.testing import Emulator
+from dranet_cloud.testing import Emulator, HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
 
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
@@ -43,8 +44,11 @@ def describe(emu: Emulator, root: Path, *extra: str) -> dict[str, Any]:
 def check_describe(data: dict[str, Any], macs: dict[str, dict[str, Any]]) -> None:
     assert data["provider"] == "aws"
     assert data["instance"]["identity"]["instance_type"] == "p5.48xlarge"
-    devices = {d["device"]["mac_address"]: d for d in data["devices"]}
-    assert set(devices) == set(macs)
+    devices = {d["device"].get("mac_address"): d for d in data["devices"]}
+    # The ENIs by MAC, and the EFA functions (no MAC) with instance attributes only.
+    assert set(devices) - {None} == set(macs)
+    efa = [d for d in data["devices"] if "mac_address" not in d["device"]]
+    assert len(efa) == 4 and all(D + "interfaceId" not in d["attributes"] for d in efa)
     tables = set()
     for mac, keys in macs.items():
         entry = devices[mac]
@@ -52,7 +56,15 @@ def check_describe(data: dict[str, Any], macs: dict[str, dict[str, Any]]) -> Non
         assert attrs[D + "interfaceId"] == {"string": keys["interface-id"]}
         assert attrs[D + "networkCard"] == {"int": keys["network-card"]}
         assert attrs[D + "deviceNumber"] == {"int": keys["device-number"]}
-        assert attrs[D + "efa"] == {"bool": keys["network-card"] == 1}
+        assert D + "efa" not in attrs, "an ENA netdev never claims to be EFA"
+        budget = entry["budget"]
+        # A p5 ENA NIC: DRANET's 22 leave 10; a card-1 ENI has 11 (its EFA sibling
+        # too), so the lowest-ranked, the region (implied by the zone), is dropped.
+        assert budget["dranet"] == 22 and budget["used"] == len(attrs) <= 10
+        if keys["network-card"] == 1:
+            assert D + "efaPciAddress" in attrs and budget["dropped"] == [D + "region"]
+        else:
+            assert attrs[D + "region"] == {"string": "us-east-2"} and budget["dropped"] == []
         cfg = entry["config"]
         sources = {r["source"] for r in cfg["rules"]}
         assert {f"{a}/32" for a in keys["local-ipv4s"]} <= sources
@@ -150,6 +162,8 @@ def test_hot_attached_eni_is_found_on_the_next_describe_of_its_mac(
     )
     host.start()
     try:
+        # The kernel shows the new ENA NIC first; DRANET then asks about it.
+        HostRootBuilder(aws_sample.root).nic("ens9", NEW_MAC, pci="0000:00:09.0").build()
         dev = DeviceIdentifiers(name="ens9", mac_address=NEW_MAC.upper())
         before = host.instance()
         assert before is not None and NEW_MAC not in (before.known_macs() or set())
@@ -161,7 +175,7 @@ def test_hot_attached_eni_is_found_on_the_next_describe_of_its_mac(
         assert cfg is not None
         assert {r.source for r in cfg.rules or []} == {"10.0.80.7/32", "10.0.80.8/32"}
         # The new ENI's secondary address serves a claim at once.
-        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "ipvlan"}})
+        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "IPVLAN"}})
         final = host.network_config(dev, "hot-1", claim)
         assert final.interface.addresses == ["10.0.80.8/32"]
     finally:
@@ -184,7 +198,7 @@ def test_profile_get_repeat_release_through_the_cli(
         monkeypatch.setenv(key, value)
     db = tmp_path / "ipam.db"
     config = tmp_path / "claim.json"
-    config.write_text(json.dumps({"profile": "aws-ipvlan", "interface": {"type": "ipvlan"}}))
+    config.write_text(json.dumps({"profile": "aws-ipvlan", "interface": {"type": "IPVLAN"}}))
     common = [
         "--host-root",
         str(aws_sample.root),
@@ -215,16 +229,16 @@ def test_profile_get_repeat_release_through_the_cli(
     # The cloud's routing comes along: the rule for the prefix covers the new address.
     assert any(r["source"] == "10.0.32.48/28" for r in first["rules"])
     assert get("ens6", "claim-a") == first
-    secondary = get("ens7", "claim-b")["interface"]["addresses"]
+    secondary = get("enp48s0", "claim-b")["interface"]["addresses"]
     assert secondary[0] in {"10.0.48.20/32", "10.0.48.21/32", "10.0.48.22/32", "10.0.48.40/32"}
 
     code, _, err = run(
-        "profile", "get", "--device", "ens8", "--claim-uid", "claim-c", "--config", str(config)
+        "profile", "get", "--device", "enp49s0", "--claim-uid", "claim-c", "--config", str(config)
     )
     assert code == 4
     assert "eni-0a1b2c3d4e5f60004" in err and "prefix" in err
 
-    for device, claim in (("ens6", "claim-a"), ("ens7", "claim-b")):
+    for device, claim in (("ens6", "claim-a"), ("enp48s0", "claim-b")):
         code, out, err = run("profile", "release", "--device", device, "--claim-uid", claim)
         assert code == 0, err
         assert out["released"] is True
@@ -250,14 +264,19 @@ def test_dhcp_claim_through_the_host_holds_no_address(
     )
     host.start()
     try:
-        claim = NetworkConfig.model_validate(
-            {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+        # DRANET rejects DHCP on an IPVLAN child: denied before the profile is asked.
+        ipvlan_dhcp = NetworkConfig.model_validate(
+            {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
         )
+        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"dhcp": True}})
         devices = [d for d in host.context.host_root.net_devices() if d.mac is not None]
         assert devices
         for dev in devices:
+            with pytest.raises(ProfileDenied, match="dhcp-on-subinterface"):
+                host.network_config(dev, "dhcp-0", ipvlan_dhcp)
             final = host.network_config(dev, "dhcp-1", claim)
-            assert final.interface.dhcp is True and not final.interface.addresses
+            assert final.interface.addressing == "DHCP" and not final.interface.addresses
+            assert final.interface.dhcp is None  # written as gen2 only
         assert host.context.ipam.list() == []
     finally:
         host.close()

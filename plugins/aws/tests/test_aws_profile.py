@@ -16,9 +16,9 @@ from dranet_cloud.ipam import MemoryStore, Owner
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 
 PREFIX_ENI = DeviceIdentifiers(name="ens6", mac_address="0e:5c:1a:2b:3c:02")
-SECONDARY_ENI = DeviceIdentifiers(name="ens7", mac_address="0e:5c:1a:2b:3c:03")
-BARE_ENI = DeviceIdentifiers(name="ens8", mac_address="0e:5c:1a:2b:3c:04")
-IPVLAN = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "ipvlan"}})
+SECONDARY_ENI = DeviceIdentifiers(name="enp48s0", mac_address="0e:5c:1a:2b:3c:03")
+BARE_ENI = DeviceIdentifiers(name="enp49s0", mac_address="0e:5c:1a:2b:3c:04")
+IPVLAN = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "IPVLAN"}})
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_not_ipvlan_or_unnumbered_allocates_nothing(
     plain = NetworkConfig.model_validate({"profile": "p"})
     assert profile_config(ctx, aws_instance, PREFIX_ENI, "c1", plain) is None
     unnumbered = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "unnumbered": True}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "addressing": "Unnumbered"}}
     )
     assert profile_config(ctx, aws_instance, PREFIX_ENI, "c1", unnumbered) is None
     assert ctx.ipam.list() == []
@@ -138,7 +138,7 @@ def test_static_addresses_are_reserved_and_conflict(
     ctx: ProviderContext, aws_instance: AwsInstance
 ) -> None:
     static = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "addresses": ["10.0.32.50/28"]}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "addresses": ["10.0.32.50/28"]}}
     )
     got = profile_config(ctx, aws_instance, PREFIX_ENI, "c1", static)
     assert _addresses(got) == ["10.0.32.50/28"]
@@ -161,7 +161,7 @@ def test_static_address_must_belong_to_the_eni(
     ctx: ProviderContext, aws_instance: AwsInstance, address: str, why: str
 ) -> None:
     static = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "addresses": [address]}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "addresses": [address]}}
     )
     with pytest.raises(ProfileDenied, match=why):
         profile_config(ctx, aws_instance, PREFIX_ENI, "c1", static)
@@ -189,7 +189,7 @@ def test_dhcp_claim_allocates_nothing(ctx: ProviderContext, aws_instance: AwsIns
     # Regression: a DHCP claim used to get prefix addresses the host then
     # rejected (dhcp and addresses are exclusive), leaving them held.
     dhcp = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
     )
     for dev in (PREFIX_ENI, SECONDARY_ENI, BARE_ENI):
         assert profile_config(ctx, aws_instance, dev, "c1", dhcp) is None
@@ -198,7 +198,7 @@ def test_dhcp_claim_allocates_nothing(ctx: ProviderContext, aws_instance: AwsIns
 
 def test_no_metadata_denies_only_claims_that_need_addresses(ctx: ProviderContext) -> None:
     dhcp = NetworkConfig.model_validate(
-        {"profile": "p", "interface": {"type": "ipvlan", "dhcp": True}}
+        {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
     )
     assert profile_config(ctx, None, PREFIX_ENI, "c1", dhcp) is None
     with pytest.raises(ProfileDenied, match="no EC2 instance metadata") as err:

@@ -84,3 +84,25 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``AZURE`` in ``--cloud-provider-hint``."""
     return ["AZURE"]
+
+
+@hookimpl
+def attribute_ranking() -> list[str]:
+    """DRANET's four first, the fabric-defining ones ahead; the pairing marks last."""
+    from .constants import (
+        ACCELERATED_NETWORKING,
+        ACCELERATED_NETWORKING_VF,
+        INTERCONNECT_GROUP_ID,
+        INTERCONNECT_SUBGROUP_ID,
+        PLACEMENT_GROUP_ID,
+        VM_SIZE,
+    )
+
+    return [
+        PLACEMENT_GROUP_ID,
+        INTERCONNECT_GROUP_ID,
+        INTERCONNECT_SUBGROUP_ID,
+        VM_SIZE,
+        ACCELERATED_NETWORKING_VF,
+        ACCELERATED_NETWORKING,
+    ]

@@ -21,8 +21,9 @@ from dranet_cloud_azure.routing import device_config, subnet_gateway
 from dranet_cloud_azure.snapshot import AzureInstance, AzureSubnet, parse_instance
 
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers, validate_network_config
+from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.validation import validate_network_config
 
 GW6 = "fe80::1234:5678:9abc"
 

@@ -20,6 +20,7 @@ from dranet_cloud.settings import Setting
 from . import detection
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -57,6 +58,23 @@ def device_attributes(
 
 
 @hookimpl
+def attribute_ranking() -> list[str]:
+    """Topology and network first (what claims select by); descriptions last."""
+    from . import attributes as a
+
+    return [
+        a.ATTR_NETWORK_NAME,
+        a.ATTR_BLOCK,
+        a.ATTR_SUB_BLOCK,
+        a.ATTR_HOST,
+        a.ATTR_MACHINE_TYPE,
+        a.ATTR_GPU_DIRECT,
+        a.ATTR_NETWORK_PROJECT_NUMBER,
+        a.ATTR_IP_ALIASES,
+    ]
+
+
+@hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
@@ -76,12 +94,13 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
     from .instance import GceInstance
 
     ours = instance if isinstance(instance, GceInstance) else None
-    return profile.profile_config(context, ours, device, claim_uid, config)
+    return profile.profile_config(context, ours, device, claim_uid, config, claim)
 
 
 @hookimpl

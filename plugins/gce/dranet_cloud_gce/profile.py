@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from dranet_cloud.claims import ClaimReference
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
@@ -79,7 +80,7 @@ def _device_ranges(instance: GceInstance | None, device: DeviceIdentifiers) -> l
             f"gce: device {device.label()} is not in the instance metadata "
             f"(known MACs: {', '.join(sorted(instance.known_macs())) or 'none'}), so it has no "
             "GCE ranges for an IPVLAN subinterface; set interface.addresses or "
-            "interface.unnumbered in the claim, or claim a GCE NIC",
+            "interface.addressing 'Unnumbered' in the claim, or claim a GCE NIC",
             status=400,
         )
     ranges, missing = subinterface_ranges(nic)
@@ -88,7 +89,7 @@ def _device_ranges(instance: GceInstance | None, device: DeviceIdentifiers) -> l
             f"gce: NIC {device.label()} (metadata instance/network-interfaces/{nic.index}) has "
             f"{' and '.join(missing)}, so there is nothing to allocate IPVLAN subinterface "
             "addresses from; add an alias IP range or an IPv6 stack to the NIC, or set "
-            "interface.addresses or interface.unnumbered in the claim",
+            "interface.addresses or interface.addressing 'Unnumbered' in the claim",
             status=400,
         )
     return ranges
@@ -100,6 +101,7 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     """Addresses for an IPVLAN claim; ``None`` for anything else.
 
@@ -112,6 +114,7 @@ def profile_config(
         device=device,
         claim_uid=claim_uid,
         config=config,
+        claim=claim,
         ranges=lambda: _device_ranges(instance, device),
     )
 

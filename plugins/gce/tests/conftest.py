@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import build_emulator, load_fixture
 from dranet_cloud_gce.instance import GceInstance, parse_instance
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
+from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
 from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.testing import Emulator
@@ -65,3 +67,11 @@ def fixture_devices(tree: dict[str, Any]) -> list[DeviceIdentifiers]:
 @pytest.fixture
 def gce_devices(gce_tree: dict[str, Any]) -> list[DeviceIdentifiers]:
     return fixture_devices(gce_tree)
+
+
+@pytest.fixture
+def gce_sample(tmp_path: Path) -> SampleHost:
+    """The plugin's sample a3-megagpu-8g node root (eth0..eth8 on PCI functions)."""
+    host = plugin.sample_host(tmp_path / "gce-host", None)
+    assert host is not None
+    return host

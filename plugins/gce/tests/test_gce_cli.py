@@ -21,7 +21,7 @@ from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.environ import isolated_environ
 
 RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
-CLAIM = {"profile": "gce-subinterface", "interface": {"type": "ipvlan"}}
+CLAIM = {"profile": "gce-subinterface", "interface": {"type": "IPVLAN"}}
 
 
 @pytest.fixture

@@ -151,7 +151,7 @@ def test_precedence_chain_with_an_ipvlan_profile(
     host.start()
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
-        {"profile": "gce-subinterface", "interface": {"type": "ipvlan", "name": "net0"}}
+        {"profile": "gce-subinterface", "interface": {"type": "IPVLAN", "name": "net0"}}
     )
     first = host.network_config(eth0, "claim-a", user)
     again = host.network_config(eth0, "claim-a", user)
@@ -202,7 +202,7 @@ def test_static_address_comes_back_once_as_written_in_the_final_config(
     host.start()
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
-        {"profile": "gce", "interface": {"type": "ipvlan", "addresses": ["10.24.3.7/24"]}}
+        {"profile": "gce", "interface": {"type": "IPVLAN", "addresses": ["10.24.3.7/24"]}}
     )
     final = host.network_config(eth0, "claim-s", user)
     assert final.interface.addresses == ["10.24.3.7/24"]

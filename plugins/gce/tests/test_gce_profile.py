@@ -16,7 +16,7 @@ from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import ip_range_from_cidr, marker_range
 from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
 
-IPVLAN = NetworkConfig(profile="gce", interface=InterfaceConfig(type="ipvlan"))
+IPVLAN = NetworkConfig(profile="gce", interface=InterfaceConfig(type="IPVLAN"))
 
 
 def _get(
@@ -39,7 +39,7 @@ def test_not_a_subinterface_claim_allocates_nothing(
 ) -> None:
     for config in (
         NetworkConfig(profile="gce"),
-        NetworkConfig(profile="gce", interface=InterfaceConfig(type="passthrough")),
+        NetworkConfig(profile="gce", interface=InterfaceConfig(type="Passthrough")),
     ):
         assert _get(ipam_context, gce_instance, gce_devices[0], "c1", config) is None
     assert ipam_context.ipam.list() == []
@@ -48,7 +48,7 @@ def test_not_a_subinterface_claim_allocates_nothing(
 def test_unnumbered_allocates_nothing(
     ipam_context: ProviderContext, gce_instance: GceInstance, gce_devices: list[Any]
 ) -> None:
-    config = NetworkConfig(interface=InterfaceConfig(type="ipvlan", unnumbered=True))
+    config = NetworkConfig(interface=InterfaceConfig(type="IPVLAN", addressing="Unnumbered"))
     assert _get(ipam_context, gce_instance, gce_devices[0], "c1", config) is None
     assert ipam_context.ipam.list() == []
 
@@ -111,7 +111,7 @@ def test_static_addresses_are_reserved(
     ipam_context: ProviderContext, gce_instance: GceInstance, gce_devices: list[Any]
 ) -> None:
     config = NetworkConfig(
-        interface=InterfaceConfig(type="ipvlan", addresses=["10.24.3.50/32"]),
+        interface=InterfaceConfig(type="IPVLAN", addresses=["10.24.3.50/32"]),
     )
     result = _get(ipam_context, gce_instance, gce_devices[0], "claim-s", config)
     assert _addresses(result) == ["10.24.3.50/32"]
@@ -135,7 +135,7 @@ def test_static_address_held_by_a_dynamic_claim_is_a_conflict(
     ipam_context: ProviderContext, gce_instance: GceInstance, gce_devices: list[Any]
 ) -> None:
     v4 = _addresses(_get(ipam_context, gce_instance, gce_devices[0], "dyn"))[0]
-    config = NetworkConfig(interface=InterfaceConfig(type="ipvlan", addresses=[v4]))
+    config = NetworkConfig(interface=InterfaceConfig(type="IPVLAN", addresses=[v4]))
     with pytest.raises(AddressConflict):
         _get(ipam_context, gce_instance, gce_devices[0], "static", config)
 
@@ -210,7 +210,7 @@ def test_without_a_gce_snapshot_the_claim_is_denied(
 def test_dhcp_claim_allocates_nothing(
     ipam_context: ProviderContext, gce_instance: GceInstance, gce_devices: list[Any]
 ) -> None:
-    config = NetworkConfig(interface=InterfaceConfig(type="ipvlan", dhcp=True))
+    config = NetworkConfig(interface=InterfaceConfig(type="IPVLAN", dhcp=True))
     assert _get(ipam_context, gce_instance, gce_devices[0], "c", config) is None
     assert ipam_context.ipam.list() == []
 

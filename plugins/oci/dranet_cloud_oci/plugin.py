@@ -78,3 +78,29 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``OKE``; ``oracle`` is the cloud's own name."""
     return ["OKE", "oracle"]
+
+
+@hookimpl
+def attribute_ranking() -> list[str]:
+    """DRANET's five first, the closest topology grouping ahead; VNIC facts last."""
+    from .constants import (
+        GPU_MEMORY_FABRIC_ID,
+        HPC_ISLAND_ID,
+        LOCAL_BLOCK_ID,
+        NETWORK_BLOCK_ID,
+        RACK_ID,
+        SUBNET_CIDR_BLOCK,
+        VIRTUAL_ROUTER_IP,
+        VNIC_ID,
+    )
+
+    return [
+        LOCAL_BLOCK_ID,
+        NETWORK_BLOCK_ID,
+        HPC_ISLAND_ID,
+        GPU_MEMORY_FABRIC_ID,
+        RACK_ID,
+        VNIC_ID,
+        SUBNET_CIDR_BLOCK,
+        VIRTUAL_ROUTER_IP,
+    ]

@@ -11,4 +11,4 @@ from dranet_cloud.testing.conformance import PluginConformance
 
 class TestOciConformance(PluginConformance):
     plugin_name = "oci"
-    expects_device_config = False
+    has_device_config = False

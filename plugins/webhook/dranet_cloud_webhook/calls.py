@@ -14,8 +14,10 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from dranet_cloud.claims import ClaimReference, resource_claim_document
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import DranetCloudError, ProfileDenied
+from dranet_cloud.logsafe import safe
 from dranet_cloud.models import (
     AttributeMap,
     DeviceAttribute,
@@ -23,6 +25,7 @@ from dranet_cloud.models import (
     NetworkConfig,
     ProfileRequest,
     describe_validation_error,
+    parse_peer_config,
 )
 
 from .client import WebhookAnswer, WebhookUnavailable, check_status, pooled_client, send
@@ -70,7 +73,7 @@ def parse_network_config(doc: Any, endpoint: WebhookEndpoint, path: str) -> Netw
     if doc is None:
         return None
     try:
-        return NetworkConfig.model_validate(doc)
+        return parse_peer_config(doc)
     except ValidationError as exc:
         raise InvalidAnswer(
             f"{PLUGIN}: POST {endpoint.describe(path)} answered an invalid NetworkConfig "
@@ -102,12 +105,12 @@ def parse_attribute_map(
             attributes[str(name)] = DeviceAttribute.model_validate(value)
         except ValidationError as exc:
             log.warning(
-                "%s: dropping attribute %r for %s from %s: not a DeviceAttribute (%s)",
+                "%s: dropping attribute %s for %s from %s: not a DeviceAttribute (%s)",
                 PLUGIN,
-                name,
-                device.label(),
+                safe(name, 80),
+                safe(device.label()),
                 where,
-                describe_validation_error(exc, root="value"),
+                safe(describe_validation_error(exc, root="value"), 300),
             )
     return attributes
 
@@ -159,11 +162,27 @@ def _log_discovery_failure(what: str, device: DeviceIdentifiers, exc: DranetClou
     log.log(level, "%s: no %s for %s: %s", PLUGIN, what, device.label(), exc)
 
 
-def _profile_body(device: DeviceIdentifiers, claim_uid: str, config: NetworkConfig | None) -> bytes:
-    # Always send a config object (``{"interface": {}}`` at least): servers
-    # written against DRANET index into it without checking for null.
-    request = ProfileRequest(device=device, claim_uid=claim_uid, config=config or NetworkConfig())
-    return request.to_json().encode()
+def _profile_body(
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+    claim: ClaimReference | None = None,
+) -> bytes:
+    """A profile request both generations of peer understand.
+
+    ``claim`` (a minimal ResourceClaim) is what a gen2 peer reads, ``claim_uid``
+    what a gen1 peer reads; each ignores the other.  A release carries only
+    ``claim_uid``, as DRANET's own release does.  Always send a config object
+    (``{"interface": {}}`` at least): servers written against DRANET index into
+    it without checking for null.
+    """
+    doc = ProfileRequest.model_construct(
+        device=device,
+        claim_uid=claim_uid,
+        claim=resource_claim_document(claim) if claim is not None else None,
+        config=config or NetworkConfig(),
+    )
+    return doc.to_json().encode()
 
 
 def _refuse_undeclared(instance: WebhookInstance, call: str) -> NoReturn:
@@ -180,12 +199,14 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     """``POST /GetProfileConfig``; denials and outages propagate to the host."""
     if not _serves(instance, "profile"):
         _refuse_undeclared(instance, GET_PROFILE_CONFIG)
+    ref = claim if claim is not None else ClaimReference(uid=claim_uid)
     endpoint, answer = _post(
-        context, instance, GET_PROFILE_CONFIG, _profile_body(device, claim_uid, config)
+        context, instance, GET_PROFILE_CONFIG, _profile_body(device, claim_uid, config, ref)
     )
     return parse_network_config(
         _json_or_none(answer, endpoint, GET_PROFILE_CONFIG), endpoint, GET_PROFILE_CONFIG

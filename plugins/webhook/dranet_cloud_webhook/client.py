@@ -18,6 +18,7 @@ import httpx
 
 from dranet_cloud.errors import ProfileDenied, ProviderUnavailable
 from dranet_cloud.httpdeadline import deadline_transport, expired, within
+from dranet_cloud.logsafe import safe
 
 from .endpoint import PLUGIN, TlsSettings, WebhookEndpoint, build_ssl_context
 
@@ -233,7 +234,8 @@ def server_message(answer: WebhookAnswer) -> str:
         return "(empty body)"
     if len(text) > _MESSAGE_LIMIT:
         text = text[: _MESSAGE_LIMIT - 3] + "..."
-    return text
+    # The peer chose these bytes: no escape sequence reaches a log or terminal.
+    return safe(text, _MESSAGE_LIMIT)
 
 
 def check_status(answer: WebhookAnswer, endpoint: WebhookEndpoint, method: str, path: str) -> None:

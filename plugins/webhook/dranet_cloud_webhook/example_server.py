@@ -66,7 +66,7 @@ class Behaviour:
     bad_json: bool = False  # every POST answers a malformed JSON body
     hyphen_attr: bool = False  # add dra.net/webhook-attr (rejected by the API server)
     bad_attr_value: bool = False  # add an entry that is not a DeviceAttribute
-    invalid_config: bool = False  # GetProfileConfig answers an address without prefix
+    invalid_config: bool = False  # GetProfileConfig answers addresses as a string, not a list
     slow: float = 0.0  # seconds to wait before answering a POST
     status_profile: int | None = None  # force this status on GetProfileConfig
     status_release: int | None = None  # force this status on ReleaseProfileConfig
@@ -156,15 +156,15 @@ class ExampleWebhook:
         return _json(200, {"cloudProvider": b.cloud, "profileProvider": b.profile})
 
     def _attributes(self, doc: Any) -> Answer:
-        device = _device(doc)
-        if device is None:
-            return _text(400, "example webhook: body is not DeviceIdentifiers (name required)")
+        if _device_key(doc) is None:
+            return _text(400, _NOT_A_DEVICE)
         attrs: dict[str, Any] = {
             "example.com/rack": {"string": self.behaviour.rack},
-            "example.com/nicName": {"string": device["name"]},
             "example.com/linkSpeedGbps": {"int": 200},
             "example.com/rdma": {"bool": True},
         }
+        if doc.get("name"):  # empty for a PCI function with no netdev (EFA)
+            attrs["example.com/nicName"] = {"string": doc["name"]}
         if self.behaviour.hyphen_attr:
             attrs["dra.net/webhook-attr"] = {"string": "set-by-webhook"}
         if self.behaviour.bad_attr_value:
@@ -172,8 +172,8 @@ class ExampleWebhook:
         return _json(200, attrs)
 
     def _device_config(self, doc: Any) -> Answer:
-        if _device(doc) is None:
-            return _text(400, "example webhook: body is not DeviceIdentifiers (name required)")
+        if _device_key(doc) is None:
+            return _text(400, _NOT_A_DEVICE)
         return _json(200, {"interface": {"mtu": self.behaviour.mtu}})
 
     def _profile(self, doc: Any) -> Answer:
@@ -192,7 +192,7 @@ class ExampleWebhook:
         if b.profiles is not None and profile not in b.profiles:
             return _text(404, f"example webhook: unknown profile {profile!r}")
         if b.invalid_config:
-            return _json(200, {"interface": {"addresses": ["10.99.0.9"]}})
+            return _json(200, {"interface": {"addresses": "10.99.0.9/32"}})
         interface = config.get("interface") or {}
         static = interface.get("addresses") or []
         with self._lock:
@@ -223,7 +223,10 @@ class ExampleWebhook:
             wanted.append(host)
         for host in wanted:
             self._used[host] = owner
-        return wanted
+        # Answer the addresses exactly as the claim wrote them: DRANET
+        # de-duplicates addresses by exact string, so 10.99.0.200/24 in the
+        # claim and /32 in the answer would become two addresses.
+        return list(addresses)
 
     def _allocate(self, owner: tuple[str, str]) -> list[str] | Answer:
         out: list[str] = []
@@ -253,8 +256,8 @@ class ExampleWebhook:
             return request
         device, claim, _ = request
         with self._lock:
-            for host in self._allocations.pop((device, claim), []):
-                self._used.pop(host, None)
+            for addr in self._allocations.pop((device, claim), []):
+                self._used.pop(_host(addr), None)
         return _json(200, {})
 
     def allocations(self) -> dict[tuple[str, str], list[str]]:
@@ -262,25 +265,60 @@ class ExampleWebhook:
             return {k: list(v) for k, v in self._allocations.items()}
 
 
-def _device(doc: Any) -> dict[str, Any] | None:
-    if isinstance(doc, dict) and isinstance(doc.get("name"), str) and doc["name"]:
-        return doc
+_NOT_A_DEVICE = (
+    "example webhook: body is not DeviceIdentifiers (a mac_address, pci_address or name "
+    "is required)"
+)
+
+
+def _device_key(doc: Any) -> str | None:
+    """MAC, else PCI address, else name: DRANET's name for a NIC changes between
+    generations and calls (and is empty for a device with no netdev), so it
+    is the last thing to key allocations by."""
+    if not isinstance(doc, dict):
+        return None
+    for key, prefix in (("mac_address", "mac:"), ("pci_address", "pci:"), ("name", "name:")):
+        value = doc.get(key)
+        if isinstance(value, str) and value.strip():
+            return prefix + value.strip().lower()
     return None
+
+
+def _host(addr: str) -> str:
+    """``10.0.0.5/24`` -> ``10.0.0.5/32``: the key an address is held under."""
+    ip = ipaddress.ip_interface(addr)
+    return f"{ip.ip}/{ip.max_prefixlen}"
+
+
+def _claim_uid(doc: dict[str, Any]) -> str | Answer:
+    """The claim UID of either generation: ``claim.metadata.uid`` (gen2) or ``claim_uid``."""
+    uid = doc.get("claim_uid")
+    claim = doc.get("claim")
+    if claim is not None:
+        meta = claim.get("metadata") if isinstance(claim, dict) else None
+        from_claim = meta.get("uid") if isinstance(meta, dict) else None
+        if not isinstance(from_claim, str) or not from_claim:
+            return _text(400, "example webhook: claim.metadata.uid is required")
+        if uid and uid != from_claim:
+            return _text(400, "example webhook: claim_uid differs from claim.metadata.uid")
+        uid = from_claim
+    if not isinstance(uid, str) or not uid:
+        return _text(400, "example webhook: claim (gen2) or claim_uid (gen1) is required")
+    return uid
 
 
 def _profile_request(doc: Any) -> tuple[str, str, dict[str, Any]] | Answer:
     if not isinstance(doc, dict):
         return _text(400, "example webhook: body must be a JSON object")
-    device = _device(doc.get("device"))
-    if device is None:
-        return _text(400, "example webhook: device.name is required")
-    claim = doc.get("claim_uid")
-    if not isinstance(claim, str) or not claim:
-        return _text(400, "example webhook: claim_uid is required")
+    key = _device_key(doc.get("device"))
+    if key is None:
+        return _text(400, _NOT_A_DEVICE)
+    claim = _claim_uid(doc)
+    if isinstance(claim, Answer):
+        return claim
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         return _text(400, "example webhook: config must be a NetworkConfig object")
-    key = device["name"] or device.get("mac_address") or device.get("pci_address") or ""
     return key, claim, config
 
 
@@ -506,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--bad-attr-value", action="store_true", help="add an entry that is not an attribute"
     )
     p.add_argument(
-        "--invalid-config", action="store_true", help="profile answers a non-CIDR address"
+        "--invalid-config", action="store_true", help="profile answers a config Go cannot decode"
     )
     p.add_argument("--slow", type=float, default=0.0, metavar="SECONDS", help="delay POSTs")
     p.add_argument("--status-profile", type=int, help="force this status on GetProfileConfig")

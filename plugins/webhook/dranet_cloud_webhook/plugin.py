@@ -22,6 +22,7 @@ from dranet_cloud.settings import Setting
 from .detection import PLUGIN, configured_url
 
 if TYPE_CHECKING:
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator
@@ -161,11 +162,12 @@ def profile_config(
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
+    claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     webhook = _require_webhook(instance, "GetProfileConfig")
     from . import calls
 
-    return calls.profile_config(context, webhook, device, claim_uid, config)
+    return calls.profile_config(context, webhook, device, claim_uid, config, claim)
 
 
 @hookimpl

@@ -18,7 +18,7 @@ import pytest
 
 from dranet_cloud.plugins import PluginRegistry
 
-IPVLAN = json.dumps({"profile": "ipam", "interface": {"type": "ipvlan"}})
+IPVLAN = json.dumps({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
 
 def listen_arg(transport: str, short_dir: Path) -> str:
@@ -76,7 +76,7 @@ def test_profile_get_prints_the_webhooks_addresses(
     assert result.code == 0, result.stderr
     final = result.json()
     assert final["interface"]["addresses"] == ["10.99.0.2/32", "fd00:99::2/128"]
-    assert final["interface"]["type"] == "ipvlan" and final["profile"] == "ipam"
+    assert final["interface"]["type"] == "IPVLAN" and final["profile"] == "ipam"
     # A kubelet retry (a new process) gets the same addresses from the webhook.
     assert cli(*args, stdin=IPVLAN).json() == final
     released = cli(
@@ -181,7 +181,7 @@ def test_409_exits_4_with_the_servers_message(
         "--ipam-memory", "-o", "json",
     )  # fmt: skip
     wanted = json.dumps(
-        {"profile": "ipam", "interface": {"type": "ipvlan", "addresses": ["10.99.0.77/32"]}}
+        {"profile": "ipam", "interface": {"type": "IPVLAN", "addresses": ["10.99.0.77/32"]}}
     )
     first = cli(*base, "--device", "eth1", "--claim-uid", "claim-a", stdin=wanted)
     assert first.code == 0, first.stderr
@@ -189,7 +189,7 @@ def test_409_exits_4_with_the_servers_message(
     clash = cli(*base, "--device", "eth2", "--claim-uid", "claim-b", stdin=wanted)
     assert clash.code == 4
     assert "HTTP 409" in clash.stderr
-    assert "static address 10.99.0.77/32 is already used by claim claim-a on eth1" in clash.stderr
+    assert "static address 10.99.0.77/32 is already used by claim claim-a on mac:" in clash.stderr
 
 
 @pytest.mark.parametrize(("status", "code"), [(409, 4), (400, 4), (500, 5), (503, 5)])

@@ -29,7 +29,7 @@ from dranet_cloud.models import Capabilities, DeviceIdentifiers, NetworkConfig
 
 URL = "http://webhook.test:9000"
 DEVICE = DeviceIdentifiers(name="eth1", mac_address="42:01:c0:a8:01:02", pci_address="0000:00:05.0")
-CONFIG = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "ipvlan"}})
+CONFIG = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
 
 @pytest.fixture()
@@ -189,15 +189,17 @@ def test_a_dropped_keepalive_connection_is_retried_once(mock: respx.MockRouter) 
 
 
 def test_invalid_network_config_names_the_field(mock: respx.MockRouter) -> None:
+    # What Go's decoder would reject is refused here; DRANET's meaning rules
+    # (CIDRs, arpIgnore values) apply to the final merged config, in the host.
     mock.post("/GetProfileConfig").respond(
-        200, json={"interface": {"addresses": ["10.0.0.7"], "arpIgnore": 5}}
+        200, json={"interface": {"addresses": "10.0.0.7/32", "arpIgnore": 1.5, "mtu": 10**30}}
     )
     with pytest.raises(ProviderUnavailable) as info:
         plugin.profile_config(ctx(), instance(), DEVICE, "uid-1", CONFIG)
     message = str(info.value)
     assert "invalid NetworkConfig" in message
-    assert "interface.addresses" in message and "'10.0.0.7' is not a CIDR" in message
-    assert "interface.arpIgnore" in message
+    assert "interface.addresses" in message and "interface.arpIgnore" in message
+    assert "interface.mtu" in message
 
 
 @pytest.mark.parametrize("body", ["", "null"])
@@ -301,10 +303,16 @@ def test_requests_use_dranets_paths_bodies_and_content_type(mock: respx.MockRout
         assert request.headers["content-type"] == "application/json"
         assert json.loads(request.content) == identifiers
     body = json.loads(get.calls.last.request.content)
+    # claim_uid for a gen1 peer, the claim (built from the UID alone here) for gen2
     assert body == {
         "device": identifiers,
         "claim_uid": "uid-9",
-        "config": {"profile": "ipam", "interface": {"type": "ipvlan"}},
+        "claim": {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"uid": "uid-9"},
+        },
+        "config": {"profile": "ipam", "interface": {"type": "IPVLAN"}},
     }
     assert get.calls.last.request.headers["content-type"] == "application/json"
     released = json.loads(release.calls.last.request.content)

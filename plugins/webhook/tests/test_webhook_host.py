@@ -15,7 +15,7 @@ from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.plugins import PluginRegistry
 
-IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "ipvlan"}})
+IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
 
 def make_host(

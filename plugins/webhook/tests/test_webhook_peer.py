@@ -16,18 +16,19 @@ from dranet_cloud_webhook.example_server import Behaviour, ExampleWebhook, TlsSe
 from dranet_cloud_webhook.health import HealthBadStatus, HealthInvalid, HealthNotJson
 from dranet_cloud_webhook.snapshot import WebhookInstance
 
+from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 
 ETH1 = DeviceIdentifiers(name="eth1", mac_address="0c:42:a1:00:00:11", pci_address="0000:41:00.0")
 ETH2 = DeviceIdentifiers(name="eth2", mac_address="0c:42:a1:00:00:12")
-IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "ipvlan"}})
+IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
 
 def static(*addresses: str) -> NetworkConfig:
     return NetworkConfig.model_validate(
-        {"profile": "ipam", "interface": {"type": "ipvlan", "addresses": list(addresses)}}
+        {"profile": "ipam", "interface": {"type": "IPVLAN", "addresses": list(addresses)}}
     )
 
 
@@ -69,8 +70,8 @@ def test_every_call_round_trips(serve: Any, context_for: Any, transport: str) ->
 
     assert plugin.release_profile_config(ctx, inst, ETH1, "claim-a", first) is True
     assert plugin.release_profile_config(ctx, inst, ETH1, "claim-a", first) is True
-    assert ("eth1", "claim-a") not in server.webhook.allocations()
-    assert ("eth2", "claim-b") in server.webhook.allocations()
+    assert ("mac:0c:42:a1:00:00:11", "claim-a") not in server.webhook.allocations()
+    assert ("mac:0c:42:a1:00:00:12", "claim-b") in server.webhook.allocations()
 
 
 def test_request_bodies_are_dranets_json(serve: Any, context_for: Any, transport: str) -> None:
@@ -79,7 +80,8 @@ def test_request_bodies_are_dranets_json(serve: Any, context_for: Any, transport
     inst = start(ctx)
     plugin.device_attributes(ctx, inst, ETH1)
     plugin.device_config(ctx, inst, ETH2)
-    plugin.profile_config(ctx, inst, ETH1, "uid-1", IPVLAN)
+    claim = ClaimReference("uid-1", "team-a", "nic", (PodReference("trainer-0", "pod-1"),))
+    plugin.profile_config(ctx, inst, ETH1, "uid-1", IPVLAN, claim)
     plugin.release_profile_config(ctx, inst, ETH1, "uid-1", None)
     eth1 = {"mac_address": "0c:42:a1:00:00:11", "pci_address": "0000:41:00.0", "name": "eth1"}
     assert server.webhook.requests == [
@@ -90,7 +92,15 @@ def test_request_bodies_are_dranets_json(serve: Any, context_for: Any, transport
             {
                 "device": eth1,
                 "claim_uid": "uid-1",
-                "config": {"profile": "ipam", "interface": {"type": "ipvlan"}},
+                "claim": {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"uid": "uid-1", "namespace": "team-a", "name": "nic"},
+                    "status": {
+                        "reservedFor": [{"resource": "pods", "name": "trainer-0", "uid": "pod-1"}]
+                    },
+                },
+                "config": {"profile": "ipam", "interface": {"type": "IPVLAN"}},
             },
         ),
         (
@@ -107,13 +117,13 @@ def test_static_address_conflict_is_denied_with_the_servers_message(
     ctx = context_for(server.url)
     inst = start(ctx)
     mine = plugin.profile_config(ctx, inst, ETH1, "claim-a", static("10.99.0.50/24"))
-    assert mine is not None and mine.interface.addresses == ["10.99.0.50/32"]
+    # exactly as the claim wrote it: DRANET de-duplicates by exact string
+    assert mine is not None and mine.interface.addresses == ["10.99.0.50/24"]
     with pytest.raises(ProfileDenied) as info:
         plugin.profile_config(ctx, inst, ETH2, "claim-b", static("10.99.0.50/32"))
     assert info.value.status == 409
-    assert "static address 10.99.0.50/32 is already used by claim claim-a on eth1" in str(
-        info.value
-    )
+    used = "static address 10.99.0.50/32 is already used by claim claim-a on mac:0c:42:a1:00:00:11"
+    assert used in str(info.value)
     # Once released, the address is free for the other claim.
     plugin.release_profile_config(ctx, inst, ETH1, "claim-a", mine)
     theirs = plugin.profile_config(ctx, inst, ETH2, "claim-b", static("10.99.0.50/32"))
@@ -161,7 +171,7 @@ def test_invalid_profile_answer_names_the_field(serve: Any, context_for: Any) ->
     ctx = context_for(server.url)
     with pytest.raises(ProviderUnavailable) as info:
         plugin.profile_config(ctx, start(ctx), ETH1, "c", IPVLAN)
-    assert "interface.addresses: addresses[0] '10.99.0.9' is not a CIDR" in str(info.value)
+    assert "interface.addresses: Input should be a valid list" in str(info.value)
 
 
 def test_slow_webhook_times_out(serve: Any, context_for: Any, transport: str) -> None:

@@ -1,0 +1,99 @@
+"""Flags shared by ``ipam gc`` and ``serve --gc-*``: where proof that a claim is gone comes from.
+
+Parsers are built on every run, so nothing here imports lightkube: the
+Kubernetes client is made only when a command that needs it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..ipam.reclaim import ClaimSource
+
+# Mirrors dranet_cloud.ipam.reclaim.COMPLETE_MARKER for the help text without
+# importing the IPAM package (and sqlite3) on every run; a test keeps them equal.
+COMPLETE_MARKER_HELP = "# complete"
+
+KUBECONFIG_HELP = (
+    "kubeconfig file for the Kubernetes API (default: $KUBECONFIG, else the pod's service account)"
+)
+LIVE_CLAIMS_HELP = (
+    "air-gapped nodes: a file proving which claims live, either `kubectl get resourceclaims "
+    f"-A -o json` output or one claim UID a line ending with the line {COMPLETE_MARKER_HELP!r} "
+    "('-' for stdin); an empty, truncated or unmarked file frees nothing"
+)
+
+
+def add_kubeconfig_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
+
+
+def removed_older_than(flag: str, proof_flag: str, unsafe_flag: str) -> str:
+    """The message for the old age flags, which freed running claims' addresses."""
+    return (
+        f"{flag} was removed: age alone frees the address of a claim that simply runs long. "
+        f"Use {proof_flag} (addresses are freed only when the API proves the claim gone; "
+        f"the grace period protects new claims), or, knowingly, {unsafe_flag} DURATION"
+    )
+
+
+def build_source(
+    *,
+    what: str,
+    kubernetes: bool,
+    kubeconfig: str | None,
+    live_claims: str | None,
+    unsafe_age: timedelta | None,
+    flags: tuple[str, str, str] = ("--kubernetes", "--live-claims", "--unsafe-free-by-age"),
+) -> tuple[ClaimSource | None, Callable[[], None]]:
+    """The claim source the flags ask for and a function that closes it.
+
+    ``flags`` name the Kubernetes, file and age flags of the calling command.
+    Exactly one must be given; ``None`` is returned for age alone.
+    """
+    chosen = [
+        flag
+        for flag, given in zip(
+            flags, (kubernetes, live_claims is not None, unsafe_age is not None), strict=True
+        )
+        if given
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"{what}: {' and '.join(chosen)} exclude each other; pick one source of proof"
+        )
+    if not chosen:
+        raise ConfigError(
+            f"{what}: say how to prove claims gone: {flags[0]} (the Kubernetes API; "
+            f"--kubeconfig FILE outside a pod) or, air-gapped, {flags[1]} FILE; an address "
+            "is freed only when its claim is proven gone"
+        )
+    if live_claims is not None:
+        from ..ipam.reclaim import ClaimsFile
+
+        return ClaimsFile(live_claims), lambda: None
+    if not kubernetes:
+        return None, lambda: None
+    from ..ipam.reclaim import KubernetesClaims
+    from ..kube import KubeClient
+
+    client = KubeClient(kubeconfig)
+    return KubernetesClaims(client), client.close
+
+
+def parse_grace(flag: str, text: str) -> timedelta:
+    from .ipam_cmd import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ConfigError:
+        raise ConfigError(
+            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d "
+            "(0s, 30s, 2m, 1h)"
+        ) from None

@@ -1,0 +1,94 @@
+"""Hook implementations of the CKS plugin (the ``cks`` entry point, alias ``CKS``).
+
+Local evidence is configuration, not hardware (CKS nodes carry no DMI
+marker; see :mod:`.detection`).  It ranks after every hardware evidence, and
+the confirmation reads the Node and checks its ``cks.coreweave.com/cluster``
+label, as DRANET does.  Everything that needs
+pydantic or the Kubernetes client is imported inside the hooks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dranet_cloud.hookspecs import hookimpl
+
+from . import detection
+
+if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.settings import Setting
+    from dranet_cloud.testing.emulator import Emulator
+
+
+@hookimpl
+def provider_aliases() -> list[str]:
+    return ["CKS", "coreweave"]
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    return []
+
+
+@hookimpl
+def local_evidence(context: ProviderContext) -> str | None:
+    return detection.local_evidence(context)
+
+
+@hookimpl
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    from .labels import CKS_CLUSTER_LABEL
+
+    node = context.node
+    cluster = node.labels(timeout, fresh=True).get(CKS_CLUSTER_LABEL)
+    return f"{node.describe()}: {CKS_CLUSTER_LABEL}={cluster}" if cluster else None
+
+
+@hookimpl
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    from .snapshot import load_instance
+
+    return load_instance(context, deadline)
+
+
+@hookimpl
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    from .snapshot import CksInstance
+
+    if not isinstance(instance, CksInstance):
+        return None
+    return instance.device_attributes(context, device)
+
+
+@hookimpl
+def attribute_ranking() -> list[str]:
+    from .labels import RANKING
+
+    return list(RANKING)
+
+
+@hookimpl
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    """None: CKS labels define no addresses, routes or MTU (as in DRANET)."""
+    return None
+
+
+@hookimpl
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
+
+    return build_emulator(fixture, listen, faults)
+
+
+@hookimpl
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    from .sample import build_sample_host
+
+    return build_sample_host(dest, variant)

@@ -1,0 +1,211 @@
+"""The attribute budget: DRANET's own count from sysfs, ranking, the host's cap,
+drops logged once, ``describe`` showing it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.attributes import MAX_ATTRIBUTES
+from dranet_cloud.budget import (
+    DRANET_MAX,
+    AttributeBudget,
+    dranet_attributes,
+    locate,
+    rank,
+)
+from dranet_cloud.cli.main import main
+from dranet_cloud.errors import ConfigError
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.host import ProviderHost
+from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.testing import HostRootBuilder
+
+GVNIC = ("eth0", "42:01:0a:00:00:02", "0000:00:04.0")
+MLX = ("eth1", "0c:42:a1:00:00:01", "0000:17:00.0")
+VF = ("eth2", "0c:42:a1:00:00:02", "0000:17:00.2")
+EFA_PCI = "0000:c9:00.0"
+
+
+def node(tmp_path: Path) -> HostRoot:
+    b = HostRootBuilder(tmp_path / "root")
+    b.nic(GVNIC[0], GVNIC[1], pci=GVNIC[2], driver="gve")
+    b.file(f"/sys/bus/pci/devices/{GVNIC[2]}/numa_node", "-1\n")
+    b.nic(MLX[0], MLX[1], pci=MLX[2], driver="mlx5_core")
+    b.file(f"/sys/bus/pci/devices/{MLX[2]}/numa_node", "0\n")
+    b.file(f"/sys/bus/pci/devices/{MLX[2]}/sriov_totalvfs", "8\n")
+    b.infiniband("mlx5_0", MLX[2])
+    b.link(f"/sys/bus/pci/devices/{MLX[2]}/infiniband/mlx5_0", "/sys/class/infiniband/mlx5_0")
+    b.nic(VF[0], VF[1], pci=VF[2], driver="mlx5_core")
+    b.link(f"/sys/bus/pci/devices/{VF[2]}/physfn", f"/sys/bus/pci/devices/{MLX[2]}")
+    b.nic("veth1", "ee:ee:ee:00:00:01")
+    b.pci_device(EFA_PCI, driver="efa")
+    b.infiniband("rdmap201s0", EFA_PCI)
+    return HostRoot(b.build())
+
+
+def count(root: HostRoot, device: DeviceIdentifiers) -> int:
+    return AttributeBudget().for_device(root, device).dranet
+
+
+def test_dranet_count_follows_sysfs(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    # 10 link + 4 run-time + 5 PCI + 1 rdma; numa_node -1 publishes no NUMA attributes.
+    assert count(root, DeviceIdentifiers(name="eth0", mac_address=GVNIC[1])) == 20
+    mlx = DeviceIdentifiers(name="eth1", mac_address=MLX[1])
+    names = dranet_attributes(root, locate(root, mlx))  # type: ignore[arg-type]
+    assert "dra.net/sriovVfs" in names and "dra.net/rdmaDevice" in names
+    assert "resource.kubernetes.io/numaNode" in names and "dra.net/numaNode" in names
+    assert count(root, mlx) == 24
+    vf = DeviceIdentifiers(name="eth2", mac_address=VF[1])
+    assert "dra.net/isSriovVf" in dranet_attributes(root, locate(root, vf))  # type: ignore[arg-type]
+    # A virtual netdev: link attributes and rdma only.
+    assert count(root, DeviceIdentifiers(name="veth1", mac_address="ee:ee:ee:00:00:01")) == 15
+    # An EFA function with no netdev: PCI (NUMA unreadable counts as present) + rdma + device.
+    assert count(root, DeviceIdentifiers(name="", pci_address=EFA_PCI)) == 9
+    # Nothing on the node: DRANET's maximum.
+    assert count(root, DeviceIdentifiers(name="ghost", mac_address="02:00:00:00:00:09")) == 25
+    assert DRANET_MAX == 25
+
+
+def test_device_found_by_mac_not_by_name(tmp_path: Path) -> None:
+    root = node(tmp_path)
+    # The name says eth0 (gVNIC) but the MAC is the Mellanox PF's: the MAC wins.
+    assert count(root, DeviceIdentifiers(name="eth0", mac_address=MLX[1])) == 24
+    # A netdev that moved into a pod keeps its link attributes in DRANET's count.
+    moved = DeviceIdentifiers(name="net1", mac_address="02:11:22:33:44:55", pci_address=MLX[2])
+    assert count(root, moved) == 24
+
+
+def test_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = node(tmp_path)
+    budget = AttributeBudget.with_floor(22)
+    efa = budget.for_device(root, DeviceIdentifiers(name="", pci_address=EFA_PCI))
+    assert (efa.dranet, efa.providers) == (22, 10)
+    assert "--dranet-attribute-floor 22" in efa.source
+    mlx = budget.for_device(root, DeviceIdentifiers(name="eth1", mac_address=MLX[1]))
+    assert (mlx.dranet, mlx.providers) == (24, 8), "a floor never raises the providers' budget"
+    for bad in (-1, 33):
+        with pytest.raises(ConfigError, match="--dranet-attribute-floor"):
+            AttributeBudget.with_floor(bad)
+    args = ["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none", "-o"]
+    assert main([*args, "json", "--dranet-attribute-floor", "30", "--device", "eth0"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["devices"]
+    assert entry["budget"]["dranet"] == 30 and entry["budget"]["providers"] == 2
+    assert main([*args, "json", "--dranet-attribute-floor", "40"]) == 2
+
+
+def attrs(*names: str) -> AttributeMap:
+    return {n: DeviceAttribute.of(i) for i, n in enumerate(names)}
+
+
+def test_rank_by_names_domains_then_returned_order() -> None:
+    got = rank(
+        attrs("a.io/x", "a.io/y", "b.io/g1", "a.io/z", "b.io/g2"),
+        ["a.io/z", "b.io/", "a.io/x"],
+    )
+    assert list(got) == ["a.io/z", "b.io/g1", "b.io/g2", "a.io/x", "a.io/y"]
+    assert list(rank(attrs("q/b", "q/a"), None)) == ["q/b", "q/a"]
+
+
+class Chatty:
+    """An enricher that returns 30 attributes, its ranking declared by hook."""
+
+    names = [f"chatty.example.com/a{i}" for i in range(30)]
+
+    @hookimpl
+    def device_attributes(
+        self, context: object, instance: object, device: DeviceIdentifiers
+    ) -> AttributeMap:
+        return attrs(*self.names)
+
+    @hookimpl
+    def attribute_ranking(self) -> list[str]:
+        return list(reversed(self.names))
+
+
+class Second:
+    """A second enricher: it gets only what the first left."""
+
+    @hookimpl
+    def device_attributes(
+        self, context: object, instance: object, device: DeviceIdentifiers
+    ) -> AttributeMap:
+        return attrs("second.example.com/only")
+
+
+def budget_host(tmp_path: Path) -> ProviderHost:
+    reg = PluginRegistry(load_entry_points=False)
+    reg.register(Chatty(), "chatty")
+    reg.register(Second(), "second")
+    host = ProviderHost(
+        cloud_provider_hint="none", host_root=str(node(tmp_path).root), registry=reg, env={}
+    )
+    host.start()
+    return host
+
+
+def test_host_caps_keeps_best_ranked_and_logs_each_drop_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    host = budget_host(tmp_path)
+    mlx = DeviceIdentifiers(name="eth1", mac_address=MLX[1])
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+        got = host.device_attributes(mlx)
+        host._attr_cache.clear()  # a republication: same drops, no new log lines
+        again = host.device_attributes(mlx)
+    assert got == again
+    assert len(got) == 8 and len(got) + 24 == MAX_ATTRIBUTES
+    assert list(got) == [f"chatty.example.com/a{i}" for i in range(29, 21, -1)]
+    drops = [r for r in caplog.records if "over the attribute budget" in r.getMessage()]
+    assert len(drops) == 22 + 1  # 22 of chatty's, the second enricher's one
+    first = drops[0].getMessage()
+    assert "plugin chatty" in first and "chatty.example.com/a21" in first
+    assert "24 of 32" in first and "8 left for providers" in first
+    assert any("plugin second" in r.getMessage() for r in drops)
+    report = host.attribute_budget(mlx)
+    assert report["dranet"] == 24 and report["providers"] == 8
+    assert "second.example.com/only" in report["dropped"]
+    # Another NIC that arrives under the same name is another device: drops are
+    # recorded by the resolved identity, never by the name alone.
+    stranger = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:99")
+    assert host.attribute_budget(stranger)["dropped"] == []
+    assert host.attribute_budget(stranger)["dranet"] == DRANET_MAX
+
+
+def test_describe_shows_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = node(tmp_path)
+    code = main(["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none",
+                 "-o", "json"])  # fmt: skip
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    by_name = {d["device"]["name"]: d["budget"] for d in data["devices"]}
+    assert by_name["eth1"] == {
+        "dranet": 24, "providers": 8, "source": "sysfs", "dropped": [], "used": 0,
+    }  # fmt: skip
+    assert by_name["eth0"]["dranet"] == 20
+    main(["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none"])
+    table = capsys.readouterr().out
+    assert "BUDGET" in table and "0/8+24" in table
+
+
+def test_conformance_check_fails_a_host_without_the_budget(tmp_path: Path) -> None:
+    """The conformance check can fail: with the cap lifted, the chatty enricher
+    pushes the gVNIC (20 of DRANET's own) past 32."""
+    from dranet_cloud.testing.conformance import PluginConformance
+
+    host = budget_host(tmp_path)
+    suite = PluginConformance()
+    suite.plugin_name = "chatty"
+    suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)  # holds
+    host.budget = AttributeBudget(limit=64)  # what the host did before the budget
+    host._attr_cache.clear()
+    with pytest.raises(AssertionError, match=r"eth0/.* = 51 > 32"):
+        suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)
