@@ -12,7 +12,7 @@ import pytest
 
 from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError
+from dranet_cloud.errors import AddressConflict, ConfigError
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
@@ -411,3 +411,21 @@ def test_a_claim_known_later_is_recorded_on_what_the_uid_holds(store: IpamStore)
     assert store.allocate(owner, [V4], claim=claim) == first
     store.reserve(owner, ["10.20.0.9/24"], claim=ClaimReference("uid-1", "other", "ignored"))
     assert [a.claim for a in store.list()] == [claim, claim]
+
+
+def test_a_name_two_nics_held_for_one_claim_is_never_guessed(store: IpamStore) -> None:
+    """A name-only owner that could be either of two NICs allocates and frees nothing."""
+    a = Owner("p", f"mac:{MAC_A}", "c", frozenset({"name:eth1", f"pci:{PCI_A}"}))
+    b = Owner("p", f"mac:{MAC_B}", "c", frozenset({"name:eth1", f"pci:{PCI_B}"}))
+    store.allocate(a, [V4])
+    store.allocate(b, [V4])
+    weak = Owner("p", "name:eth1", "c", frozenset({"name:eth1"}))
+    with pytest.raises(AddressConflict, match="several NICs"):
+        store.allocate(weak, [V4])
+    assert store.release(weak) == [] and store.held(weak) == []
+    assert len(store.list()) == 2
+    # One NIC under two strong identities (PCI-only once, MAC later) is no ambiguity.
+    c = Owner("p", f"pci:{PCI_A}", "d", frozenset({"name:eth1"}))
+    got = store.allocate(c, [V4])
+    assert store.allocate(Owner("p", f"mac:{MAC_A}", "d", a.keys), [V4]) == got
+    assert store.release(Owner("p", "name:eth1", "d", frozenset({"name:eth1"}))) == got

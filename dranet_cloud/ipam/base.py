@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from ..iprange import IPRange
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
@@ -74,24 +77,37 @@ def linked(owner: Owner, device: str, recorded: frozenset[str]) -> bool:
     return bool(shared)
 
 
-def pick_identities(owner: Owner, held: dict[str, frozenset[str]]) -> tuple[str, list[str]]:
+def pick_identities(
+    owner: Owner, held: dict[str, frozenset[str]], *, strict: bool = True
+) -> tuple[str, list[str]]:
     """``(identity to write new rows under, identities whose rows are this owner's)``.
 
     ``held`` maps each identity holding rows for the owner's pool and claim to
     its recorded keys.  New rows go under the strongest linked identity (the
     owner's own on a tie), so a name-only call adds to the MAC's rows rather
-    than starting a second owner.  A name-only owner linked to two different
-    NICs is ambiguous: :class:`AddressConflict` rather than a guess.
+    than starting a second owner.  A name-only owner linked to two NICs that
+    are not linked to each other is ambiguous: with ``strict`` (allocating)
+    :class:`AddressConflict` rather than a guess; otherwise (releasing,
+    reading) only the owner's own rows, so nothing another NIC holds is freed.
     """
     from ..errors import AddressConflict
 
     found = sorted(d for d, rec in held.items() if linked(owner, d, rec))
     strong = [d for d in found if _kind(d) > 1 and d != owner.device]
-    if _kind(owner.device) == 1 and len({d for d in strong if _kind(d) == 3}) > 1:
-        raise AddressConflict(
-            f"ipam: {owner} matches allocations of several NICs ({', '.join(strong)}) for "
-            "the same claim; send the device's MAC or PCI address so the right one is used"
+    if _kind(owner.device) == 1 and _unrelated(owner, strong, held):
+        if strict:
+            raise AddressConflict(
+                f"ipam: {owner} matches allocations of several NICs ({', '.join(strong)}) "
+                "for the same claim; send the device's MAC or PCI address so the right one "
+                "is used"
+            )
+        log.warning(
+            "ipam: %s matches allocations of several NICs (%s) for the same claim; "
+            "using only its own",
+            owner,
+            ", ".join(strong),
         )
+        return owner.device, [owner.device]
     target = owner.device
     for d in found:
         if _kind(d) > _kind(target):
@@ -99,6 +115,16 @@ def pick_identities(owner: Owner, held: dict[str, frozenset[str]]) -> tuple[str,
     if owner.device not in found:
         found.append(owner.device)
     return target, found
+
+
+def _unrelated(owner: Owner, strong: list[str], held: dict[str, frozenset[str]]) -> bool:
+    """Whether two of ``strong`` are different NICs (not linked to each other)."""
+    for i, a in enumerate(strong):
+        as_owner = Owner(owner.pool, a, owner.claim_uid, held.get(a, frozenset()))
+        for b in strong[i + 1 :]:
+            if not linked(as_owner, b, held.get(b, frozenset())):
+                return True
+    return False
 
 
 @dataclass(frozen=True)

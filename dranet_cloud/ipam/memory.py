@@ -85,11 +85,11 @@ class MemoryStore:
 
         return scan
 
-    def _identities(self, owner: Owner) -> tuple[Owner, list[Owner]]:
+    def _identities(self, owner: Owner, *, strict: bool = True) -> tuple[Owner, list[Owner]]:
         """The owner new rows go under, and every owner holding this NIC's rows."""
         devices = self._by_claim.get((owner.pool, owner.claim_uid), set())
         held = {d: frozenset(self._keys.get(d, ())) for d in devices}
-        target, found = pick_identities(owner, held)
+        target, found = pick_identities(owner, held, strict=strict)
         main = Owner(owner.pool, target, owner.claim_uid, owner.all_keys)
         return main, [Owner(owner.pool, d, owner.claim_uid) for d in found]
 
@@ -217,7 +217,7 @@ class MemoryStore:
 
     def release(self, owner: Owner) -> list[str]:
         with self._lock:
-            held = sorted(self._held(self._identities(owner)[1]), key=_key_of)
+            held = sorted(self._held(self._identities(owner, strict=False)[1]), key=_key_of)
             for alloc in held:
                 self._remove(alloc)
             return [a.address for a in held]
@@ -248,7 +248,8 @@ class MemoryStore:
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
         with self._lock:
-            return [self._with_keys(a) for a in self._held(self._identities(owner)[1])]
+            owners = self._identities(owner, strict=False)[1]
+            return [self._with_keys(a) for a in self._held(owners)]
 
     def list(self) -> list[Allocation]:
         with self._lock:

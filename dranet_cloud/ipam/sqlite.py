@@ -502,7 +502,9 @@ class SqliteStore:
     # -- queries used inside a transaction ------------------------------------
 
     @staticmethod
-    def _identities(conn: sqlite3.Connection, owner: Owner) -> tuple[Owner, list[str]]:
+    def _identities(
+        conn: sqlite3.Connection, owner: Owner, *, strict: bool = True
+    ) -> tuple[Owner, list[str]]:
         """The owner new rows go under, and every identity holding this NIC's rows.
 
         A claim holds rows on a few devices at most, so the candidates are
@@ -523,7 +525,7 @@ class SqliteStore:
         for device in devices:
             rows = conn.execute("SELECT key FROM device_keys WHERE device = ?", (device,))
             held[device] = frozenset(str(k) for (k,) in rows)
-        target, found = pick_identities(owner, held)
+        target, found = pick_identities(owner, held, strict=strict)
         return Owner(owner.pool, target, owner.claim_uid, owner.all_keys), found
 
     @staticmethod
@@ -680,7 +682,7 @@ class SqliteStore:
 
     def release(self, owner: Owner) -> list[str]:
         with self._transaction() as conn:
-            _main, devices = self._identities(conn, owner)
+            _main, devices = self._identities(conn, owner, strict=False)
             marks = ", ".join("?" for _ in devices)
             where = f"claim_uid = ? AND pool = ? AND device IN ({marks})"
             params = (owner.claim_uid, owner.pool, *devices)
@@ -734,7 +736,7 @@ class SqliteStore:
     def held(self, owner: Owner) -> list[Allocation]:
         """What ``owner`` holds: dynamic allocations first, then by family and address."""
         with self._snapshot() as conn:
-            _main, devices = self._identities(conn, owner)
+            _main, devices = self._identities(conn, owner, strict=False)
             rows = self._rows_of(conn, owner, devices)
             keys = self._keys_of(conn, devices)
         return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]

@@ -239,3 +239,21 @@ def test_emulator_fixture_may_be_a_list(tmp_path: Path) -> None:
 def test_every_backend_hca_has_a_label_in_the_fixture() -> None:
     for i in range(len(BACKEND_HCAS) + 1):
         assert LABELS[L.neighbor_label(f"ibp{i}")].startswith("L41.2.")
+
+
+def test_kubeconfig_option_wins_over_kubeconfig_variable(
+    cks_sample: SampleHost, cks_emulator: Emulator, tmp_path: Path
+) -> None:
+    """``--kubeconfig`` (serve has it) reaches the Node reader through the options."""
+    env = {**cks_emulator.env, "KUBECONFIG": str(tmp_path / "missing")}
+    with pytest.raises(ConfigError, match="no kubeconfig file"):
+        host_for(cks_sample, env)
+    host = ProviderHost(
+        cloud_provider_hint="cks",
+        host_root=str(cks_sample.root),
+        env=env,
+        options=ProviderOptions(metadata_deadline=5.0, kubeconfig=cks_emulator.env["KUBECONFIG"]),
+    )
+    host.start()
+    assert host.cloud == "cks"
+    host.close()
