@@ -54,7 +54,7 @@ class _Report:
 def run(args: argparse.Namespace) -> int:
     from ..host import ProviderHost
     from ..ipam import open_store
-    from ..models import NetworkConfig
+    from ..models import parse_user_config
     from ..plugins import PluginRegistry
     from .emulate_cmd import build_emulator
 
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
-                user = NetworkConfig.model_validate(
+                user = parse_user_config(
                     {"profile": f"{name}-subinterface", "interface": {"type": "IPVLAN"}}
                 )
                 a1 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
