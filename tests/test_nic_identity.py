@@ -109,6 +109,27 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
 
 
+def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:
+    """Azure's accelerated networking: a VF enslaved to the hv_netvsc NIC, one MAC."""
+    mac = "00:0d:3a:4f:2b:1c"
+    root = HostRoot(
+        HostRootBuilder(tmp_path / "az")
+        .vmbus_nic("eth1", mac, "000d3a4f-2b1c-000d-3a4f-2b1c000d3a4f")
+        .nic("enP2s2", mac, pci="0002:00:02.0", driver="mlx5_core")
+        .enslave("enP2s2", "eth1")
+        .build()
+    )
+    synthetic = resolve_nic(root, DeviceIdentifiers(name="eth1", mac_address=mac))
+    vf = resolve_nic(
+        root, DeviceIdentifiers(name="enP2s2", mac_address=mac, pci_address="0002:00:02.0")
+    )
+    mac_only = resolve_nic(root, DeviceIdentifiers(name="", mac_address=mac))
+    assert (synthetic.ifname, synthetic.identity) == ("eth1", f"mac:{mac}")
+    assert (vf.ifname, vf.identity, vf.mac) == ("enP2s2", "pci:0002:00:02.0", mac)
+    assert mac_only.ifname == "eth1"  # the MAC alone names the half enslaved to nothing
+    assert not synthetic.keys & vf.keys
+
+
 def test_a_pci_function_without_netdev_is_found_and_listed(tmp_path: Path) -> None:
     root = node(tmp_path)
     efa = resolve_nic(root, DeviceIdentifiers(name="", pci_address="0000:00:07.0"))

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 described,
                 # Some device gets attributes or a config; a bond member, a NIC
                 # the metadata does not know, or a cloud without device configs
-                # (CKS) may rightly have no config.
+                # (CKS, OCI) may rightly have no config.
                 ok=bool(devices) and any(d["config"] or d["attributes"] for d in described),
             )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
