@@ -79,8 +79,8 @@ def record_connections() -> Iterator[list[Any]]:
 class PluginConformance:
     plugin_name: str = ""
     sample_variant: str | None = None
-    # False for a cloud whose facts carry no device config (CKS, as in DRANET):
-    # then every device's config must be None.
+    # False for a cloud whose facts carry no device config (CKS and OCI, as in
+    # DRANET): then every device's config must be None.
     has_device_config: bool = True
     profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
