@@ -34,6 +34,9 @@ DMI_FIELDS = (
     "chassis_asset_tag",
 )
 
+# route flags in /proc/net/ipv6_route (include/uapi/linux/route.h)
+RTF_REJECT = 0x0200
+
 
 @dataclass(frozen=True)
 class Inet6Address:
@@ -47,6 +50,28 @@ class Inet6Address:
     @property
     def is_global(self) -> bool:
         return self.scope == 0
+
+
+@dataclass(frozen=True)
+class Inet6Route:
+    """One line of ``/proc/net/ipv6_route`` (the kernel's IPv6 FIB dump)."""
+
+    destination: str  # compressed network address
+    prefix_len: int
+    next_hop: str  # "::" when the route has no gateway
+    metric: int
+    flags: int
+    ifname: str
+
+    @property
+    def is_default_via_gateway(self) -> bool:
+        """``::/0`` through a next hop, and not an unreachable/prohibit route."""
+        return (
+            self.prefix_len == 0
+            and self.destination == "::"
+            and self.next_hop != "::"
+            and not self.flags & RTF_REJECT
+        )
 
 
 class HostRoot:
@@ -102,6 +127,17 @@ class HostRoot:
             self._dmi[field] = self.read_text(f"/sys/class/dmi/id/{field}")
         return self._dmi[field]
 
+    def dmi_evidence(self, field: str, expected: str) -> str | None:
+        """``"DMI <field>=<expected>"`` when the field reads exactly that, else ``None``.
+
+        The form every plugin's local evidence takes, so detection output
+        reads the same whichever cloud recognised the node.
+        """
+        value = self.dmi(field)
+        if value is not None and value.strip() == expected:
+            return f"DMI {field}={expected}"
+        return None
+
     # --- network devices -------------------------------------------------------
 
     def net_devices(self) -> list[DeviceIdentifiers]:
@@ -143,6 +179,14 @@ class HostRoot:
                 out[dev] = pci
         return out
 
+    def net_driver(self, ifname: str) -> str | None:
+        """Driver of the device behind a NIC, PCI or not (``hv_netvsc``, ``mlx5_core``)."""
+        return self.link_name(f"/sys/class/net/{ifname}/device/driver")
+
+    def master(self, ifname: str) -> str | None:
+        """The upper device a NIC is enslaved to (bond, bridge, Azure's netvsc), if any."""
+        return self.link_name(f"/sys/class/net/{ifname}/master")
+
     def bonding_mode(self, ifname: str) -> str | None:
         """``802.3ad``, ``active-backup``... or ``None`` when not a bond."""
         raw = self.read_text(f"/sys/class/net/{ifname}/bonding/mode")
@@ -164,3 +208,40 @@ class HostRoot:
             except ValueError:
                 continue
         return out
+
+    def ipv6_routes(self) -> list[Inet6Route]:
+        """Parse ``/proc/net/ipv6_route``; malformed lines are skipped.
+
+        The file dumps every table the kernel holds, without saying which;
+        callers looking for the main table's default route filter by
+        destination, next hop and device, which is what a node shows there.
+        """
+        import ipaddress
+
+        raw = self.read_text("/proc/net/ipv6_route") or ""
+        out: list[Inet6Route] = []
+        for line in raw.splitlines():
+            parts = line.split()
+            if len(parts) != 10 or len(parts[0]) != 32 or len(parts[4]) != 32:
+                continue
+            try:
+                out.append(
+                    Inet6Route(
+                        destination=str(ipaddress.IPv6Address(int(parts[0], 16))),
+                        prefix_len=int(parts[1], 16),
+                        next_hop=str(ipaddress.IPv6Address(int(parts[4], 16))),
+                        metric=int(parts[5], 16),
+                        flags=int(parts[8], 16),
+                        ifname=parts[9],
+                    )
+                )
+            except ValueError:
+                continue
+        return out
+
+    def ipv6_default_gateway(self, ifname: str) -> str | None:
+        """The gateway of the lowest-metric IPv6 default route on ``ifname``, if any."""
+        routes = [r for r in self.ipv6_routes() if r.ifname == ifname and r.is_default_via_gateway]
+        if not routes:
+            return None
+        return min(routes, key=lambda r: r.metric).next_hop

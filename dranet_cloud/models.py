@@ -124,7 +124,9 @@ class WireModel(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
+        return self._go_omit(handler(self))
+
+    def _go_omit(self, data: dict[str, Any]) -> dict[str, Any]:
         drop = self._GO_VALUE_FIELDS
         return {
             k: v for k, v in data.items() if v is not None and not (k in drop and _is_go_zero(v))
@@ -323,6 +325,22 @@ class InterfaceConfig(GoModel):
         for key in ("type", "addressing"):
             if data.get(key) == "":
                 data[key] = None  # Go's zero value: the default
+        return data
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Go's shape, and the deprecated ``dhcp`` written as gen2 ``addressing``.
+
+        ``dhcp: true`` without ``addressing`` is ``addressing: DHCP``; ``dhcp:
+        false`` is the default (Static).  Both set is invalid and never emitted
+        by the host (validation rejects it first), so ``addressing`` wins.
+        """
+        data = self._go_omit(handler(self))
+        dhcp = data.pop("dhcp", None)
+        if dhcp and "addressing" not in data:
+            data["addressing"] = ADDRESSING_DHCP
+            order = [f.alias or n for n, f in type(self).model_fields.items()]
+            data = {k: data[k] for k in order if k in data}
         return data
 
     @property

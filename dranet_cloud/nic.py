@@ -166,6 +166,11 @@ class LocalNic:
     driver: str | None = None
     bond_mode: str | None = None
     bond_master: str | None = None
+    # True for the lower half of a pair that shows its master's MAC as its
+    # own with no permanent MAC behind it (Azure's accelerated-networking VF
+    # under its hv_netvsc NIC): the MAC then names the master, so this NIC is
+    # identified by its PCI address instead.
+    mac_shared: bool = False
     given_name: str = ""
     _extra_names: tuple[str, ...] = field(default=(), repr=False)
 
@@ -185,8 +190,12 @@ class LocalNic:
 
     @property
     def identity(self) -> str:
-        """The stable key: ``mac:<mac>``, else ``pci:<address>``, else ``name:<name>``."""
-        if self.mac:
+        """The stable key: ``mac:<mac>``, else ``pci:<address>``, else ``name:<name>``.
+
+        A NIC whose MAC is its master's (``mac_shared``) is keyed by PCI address,
+        so the two halves of a pair never share a cache entry or an IPAM owner.
+        """
+        if self.mac and not self.mac_shared:
             return MAC_PREFIX + self.mac
         if self.pci_address:
             return PCI_PREFIX + self.pci_address
@@ -197,7 +206,7 @@ class LocalNic:
     def keys(self) -> frozenset[str]:
         """Every key this NIC may have been recorded under (the identity included)."""
         keys = {self.identity}
-        if self.mac:
+        if self.mac and not self.mac_shared:
             keys.add(MAC_PREFIX + self.mac)
         if self.pci_address:
             keys.add(PCI_PREFIX + self.pci_address)
@@ -270,9 +279,14 @@ def _permanent_mac(root: HostRoot, name: str) -> str | None:
 def _from_netdev(root: HostRoot, dev: _Netdev, given_name: str) -> LocalNic:
     base = f"/sys/class/net/{dev.name}"
     mac = dev.mac
+    shared = False
     if dev.master is not None:
         # A bond slave shows the bond's MAC; its own is the permanent one.
-        mac = _permanent_mac(root, dev.name) or mac
+        permanent = _permanent_mac(root, dev.name)
+        mac = permanent or mac
+        if permanent is None and dev.pci is not None and mac is not None:
+            master = _read_netdev(root, dev.master)
+            shared = master is not None and master.mac == mac
     mode = root.bonding_mode(dev.name)
     return LocalNic(
         ifname=dev.name,
@@ -284,6 +298,7 @@ def _from_netdev(root: HostRoot, dev: _Netdev, given_name: str) -> LocalNic:
         driver=root.pci_driver(dev.pci) if dev.pci else None,
         bond_mode=mode,
         bond_master=dev.master,
+        mac_shared=shared,
         given_name=given_name,
     )
 

@@ -58,7 +58,7 @@ def test_detect_bare_metal_is_none_fast(bare_metal: Path) -> None:
 
 
 def test_unknown_hint_exits_2_listing_plugins(bare_metal: Path) -> None:
-    res = run("detect", "--cloud-provider-hint", "azure", "--host-root", str(bare_metal))
+    res = run("detect", "--cloud-provider-hint", "acme-cloud", "--host-root", str(bare_metal))
     assert res.returncode == 2
     for name in ("gce", "aws", "aliyun", "webhook"):
         assert name in res.stderr
@@ -166,7 +166,7 @@ def test_invalid_config_message_is_readable(bare_metal: Path) -> None:
 
 
 def test_emulate_unknown_plugin_does_not_offer_none() -> None:
-    res = run("emulate", "azure")
+    res = run("emulate", "acme-cloud")
     assert res.returncode == 2
     assert "'none'" not in res.stderr and "gce" in res.stderr
 

@@ -43,6 +43,25 @@ def test_demo_gce_describes_nine_nics(capsys: pytest.CaptureFixture[str]) -> Non
         assert "gce.dra.net/machineType" in dev["attributes"]
 
 
+@pytest.mark.parametrize(
+    ("plugin", "nics", "configured"),
+    [("azure", 10, {"eth0"}), ("OKE", 17, set())],
+    ids=["azure", "oci"],
+)
+def test_demo_of_a_cloud_without_profile_role(
+    plugin: str, nics: int, configured: set[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Azure and OCI publish facts only: every NIC gets attributes, no claim is prepared."""
+    code = main(["demo", "--plugin", plugin, "-o", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"], [s["step"] for s in report["steps"] if not s["ok"]]
+    described = next(s for s in report["steps"] if s["step"].startswith("described"))
+    assert len(described["data"]) == nics
+    assert all(d["attributes"] for d in described["data"])
+    assert {d["device"]["name"] for d in described["data"] if d["config"]} == configured
+    assert any(s["step"] == "no claims to make" for s in report["steps"])
+
+
 def test_unknown_demo_plugin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--plugin", "acme-cloud"]) == 2
     err = capsys.readouterr().err

@@ -172,3 +172,52 @@ def test_ipoib_address_is_kept_but_not_a_mac(tmp_path: Path) -> None:
 def test_builder_rejects_impossible_nodes(tmp_path: Path, call: object) -> None:
     with pytest.raises(ValueError):
         call(HostRootBuilder(tmp_path))  # type: ignore[operator]
+
+
+def test_ipv6_default_gateway_from_the_fib(tmp_path: Path) -> None:
+    root = (
+        HostRootBuilder(tmp_path / "n")
+        .nic("eth0", "02:00:00:00:00:01")
+        .nic("eth1", "02:00:00:00:00:02")
+        .ipv6_route("fd00:1::/64", None, "eth0", metric=256)
+        .ipv6_route("::/0", "fe80::1", "eth0", metric=1024)
+        .ipv6_route("::/0", "fe80::2", "eth0", metric=100)
+        .ipv6_route("::/0", None, "eth1")  # on-link default: no gateway
+        .build()
+    )
+    host = HostRoot(root)
+    assert len(host.ipv6_routes()) == 4
+    assert host.ipv6_default_gateway("eth0") == "fe80::2"  # the lowest metric wins
+    assert host.ipv6_default_gateway("eth1") is None
+    assert host.ipv6_default_gateway("eth9") is None
+
+
+def test_ipv6_routes_as_the_kernel_prints_them(tmp_path: Path) -> None:
+    """Lines copied from a node: a reject route on lo never counts as a gateway."""
+    fib = tmp_path / "proc/net/ipv6_route"
+    fib.parent.mkdir(parents=True)
+    fib.write_text(
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+        "fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth0\n"
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+        "fe800000000000000000000000000009 ffffffff 00000001 00000000 00200203       lo\n"
+        "garbage line\n"
+    )
+    host = HostRoot(tmp_path)
+    assert [r.ifname for r in host.ipv6_routes()] == ["eth0", "lo"]
+    assert host.ipv6_default_gateway("eth0") == "fe80::1"
+    assert host.ipv6_default_gateway("lo") is None
+
+
+def test_master_and_bus_driver_of_a_vmbus_pair(tmp_path: Path) -> None:
+    root = (
+        HostRootBuilder(tmp_path / "n")
+        .vmbus_nic("eth0", "00:0d:3a:00:00:01", "000d3a00-0001-000d-3a00-0001000d3a00")
+        .nic("enP1s1", "00:0d:3a:00:00:01", pci="0001:00:02.0", driver="mlx5_core")
+        .enslave("enP1s1", "eth0")
+        .build()
+    )
+    host = HostRoot(root)
+    assert host.net_driver("eth0") == "hv_netvsc" and host.pci_address("eth0") is None
+    assert host.net_driver("enP1s1") == "mlx5_core" and host.master("enP1s1") == "eth0"
+    assert host.master("eth0") is None

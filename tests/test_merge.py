@@ -51,7 +51,7 @@ CASES: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None, dict[str, A
         "zero-pointer-left-does-not-override",
         {"interface": {"dhcp": False, "forwarding": False, "arpIgnore": 0}},
         {"interface": {"dhcp": True, "forwarding": True, "arpIgnore": 2}},
-        {"interface": {"dhcp": True, "forwarding": True, "arpIgnore": 2}},
+        {"interface": {"addressing": "DHCP", "forwarding": True, "arpIgnore": 2}},
     ),
     (
         "zero-pointer-left-kept-when-base-unset",

@@ -87,7 +87,8 @@ def test_empty_config_is_go_shape() -> None:
             {"type": "ipvlan", "ipvlan": {"mode": "l2", "flag": "bridge"}},
             {"type": "IPVLAN", "ipvlan": {"mode": "L2", "flag": "Bridge"}},
         ),
-        ({"dhcp": True}, {"dhcp": True}),
+        ({"dhcp": True}, {"addressing": "DHCP"}),  # deprecated, written as gen2
+        ({"dhcp": False}, {}),
     ],
 )
 def test_gen1_spelling_is_read_and_written_as_gen2(

@@ -13,13 +13,14 @@ import pytest
 from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import AddressConflict, ConfigError
+from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.base import IpamStore
 from dranet_cloud.iprange import IPRange
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
 from dranet_cloud.nic import (
     decode_dra_name,
     dra_device_name,
@@ -106,6 +107,27 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     moved = resolve_nic(root, DeviceIdentifiers(mac_address=MAC_B, pci_address=PCI_A))
     assert (moved.ifname, moved.identity) == ("eth1", f"mac:{MAC_A}")
     assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
+
+
+def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:
+    """Azure's accelerated networking: a VF enslaved to the hv_netvsc NIC, one MAC."""
+    mac = "00:0d:3a:4f:2b:1c"
+    root = HostRoot(
+        HostRootBuilder(tmp_path / "az")
+        .vmbus_nic("eth1", mac, "000d3a4f-2b1c-000d-3a4f-2b1c000d3a4f")
+        .nic("enP2s2", mac, pci="0002:00:02.0", driver="mlx5_core")
+        .enslave("enP2s2", "eth1")
+        .build()
+    )
+    synthetic = resolve_nic(root, DeviceIdentifiers(name="eth1", mac_address=mac))
+    vf = resolve_nic(
+        root, DeviceIdentifiers(name="enP2s2", mac_address=mac, pci_address="0002:00:02.0")
+    )
+    mac_only = resolve_nic(root, DeviceIdentifiers(name="", mac_address=mac))
+    assert (synthetic.ifname, synthetic.identity) == ("eth1", f"mac:{mac}")
+    assert (vf.ifname, vf.identity, vf.mac) == ("enP2s2", "pci:0002:00:02.0", mac)
+    assert mac_only.ifname == "eth1"  # the MAC alone names the half enslaved to nothing
+    assert not synthetic.keys & vf.keys
 
 
 def test_a_pci_function_without_netdev_is_found_and_listed(tmp_path: Path) -> None:
@@ -408,3 +430,35 @@ def test_a_name_two_nics_held_for_one_claim_is_never_guessed(store: IpamStore) -
     got = store.allocate(c, [V4])
     assert store.allocate(Owner("p", f"mac:{MAC_A}", "d", a.keys), [V4]) == got
     assert store.release(Owner("p", "name:eth1", "d", frozenset({"name:eth1"}))) == got
+
+
+class _Recorder:
+    """An enricher that publishes the driver the resolver finds for the device it gets."""
+
+    def __init__(self) -> None:
+        self.seen: list[DeviceIdentifiers] = []
+
+    @hookimpl
+    def device_attributes(
+        self, context: ProviderContext, instance: object, device: DeviceIdentifiers
+    ) -> dict[str, DeviceAttribute]:
+        self.seen.append(device)
+        driver = resolve_nic(context.host_root, device).driver or "none"
+        return {"example.com/driver": DeviceAttribute.of(driver)}
+
+
+def test_a_pci_only_device_reaches_the_plugins(tmp_path: Path) -> None:
+    """An EFA function (no netdev, no MAC) in both generations' spelling."""
+    root = node(tmp_path)
+    reg = PluginRegistry(load_entry_points=False)
+    recorder = _Recorder()
+    reg.register(recorder, "recorder")
+    host = ProviderHost(cloud_provider_hint="none", host_root=root, registry=reg, env={})
+    host.start()
+    for device in (
+        DeviceIdentifiers(name="", pci_address="0000:00:07.0"),
+        DeviceIdentifiers(name="pci-0000-00-07-0"),
+    ):
+        attrs = host.device_attributes(device)
+        assert attrs["example.com/driver"].string == "efa"
+    assert recorder.seen == [DeviceIdentifiers(name="", pci_address="0000:00:07.0")]  # cached

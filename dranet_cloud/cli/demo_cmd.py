@@ -54,7 +54,7 @@ class _Report:
 def run(args: argparse.Namespace) -> int:
     from ..host import ProviderHost
     from ..ipam import open_store
-    from ..models import NetworkConfig
+    from ..models import parse_user_config
     from ..plugins import PluginRegistry
     from .emulate_cmd import build_emulator
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 described,
                 # Some device gets attributes or a config; a bond member, a NIC
                 # the metadata does not know, or a cloud without device configs
-                # (CKS) may rightly have no config.
+                # (CKS, OCI) may rightly have no config.
                 ok=bool(devices) and any(d["config"] or d["attributes"] for d in described),
             )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
-                user = NetworkConfig.model_validate(
+                user = parse_user_config(
                     {"profile": f"{name}-subinterface", "interface": {"type": "IPVLAN"}}
                 )
                 a1 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []

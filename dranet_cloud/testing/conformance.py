@@ -29,12 +29,15 @@ import pytest
 from ..attributes import MAX_ATTRIBUTES, attribute_name_problem, attribute_value_problem
 from ..budget import dranet_attributes, dranet_devices, locate
 from ..context import ProviderContext, ProviderOptions
+from ..errors import ProfileDenied
 from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
-from ..models import NetworkConfig
+from ..merge import merge_network_config
+from ..models import NetworkConfig, parse_user_config
 from ..plugins import ROLE_HOOKS, PluginRegistry
-from ..validation import validate_network_config
+from ..validation import ConfigInvalid, validate_network_config
+from .dranet_wire import go_shape_problems
 
 
 @dataclass
@@ -69,8 +72,8 @@ def record_connections() -> Iterator[list[Any]]:
 class PluginConformance:
     plugin_name: str = ""
     sample_variant: str | None = None
-    # False for a cloud whose facts carry no device config (CKS, as in DRANET):
-    # then every device's config must be None.
+    # False for a cloud whose facts carry no device config (CKS and OCI, as in
+    # DRANET): then every device's config must be None.
     has_device_config: bool = True
     profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
@@ -254,3 +257,48 @@ class PluginConformance:
         store = started_host.context.ipam
         left = [a for a in store.list() if a.owner.claim_uid.startswith("conformance-claim")]
         assert left == [], f"release left allocations behind: {left}"
+
+    def test_final_merged_configs_validate(
+        self, registry: PluginRegistry, started_host: ProviderHost
+    ) -> None:
+        """What DRANET (PRs #317/#326) validates is the *final* config:
+        ``merge(merge(user, device_config), profile_answer)``.  For every NIC of
+        the sample host and two users (no claim config; :attr:`profile_request`,
+        an IPVLAN claim), the device config merged with the user's and with
+        the profile's answer must pass DRANET's rules, and every emitted
+        config must be gen2 in Go's shape.  A profile may deny a NIC it has
+        nothing for (no range): that is a denial, not an invalid config.
+        """
+        host = started_host
+        users = [NetworkConfig(), parse_user_config(self.profile_request)]
+        checked = 0
+        for i, dev in enumerate(host.context.host_root.net_devices()):
+            base = host.device_config(dev)
+            if base is not None:
+                assert go_shape_problems(base.to_wire(), f"{dev.label()} device config") == []
+            for j, user in enumerate(users):
+                merged = merge_network_config(user, base)
+                try:
+                    merged = validate_network_config(merged)
+                except ConfigInvalid as exc:
+                    pytest.fail(f"{dev.label()}: device config + claim {j} is invalid: {exc}")
+                if not merged.profile or not host.capabilities().profile_provider:
+                    continue
+                uid = f"conformance-final-{i}-{j}"
+                try:
+                    answer = host.profile_config(dev, uid, merged)
+                except ProfileDenied as exc:
+                    assert "is invalid" not in exc.message, f"{dev.label()}: {exc.message}"
+                    continue
+                if answer is not None:
+                    assert go_shape_problems(answer.to_wire(), f"{dev.label()} answer") == []
+                final = merge_network_config(merged, answer)
+                try:
+                    final = validate_network_config(final)
+                except ConfigInvalid as exc:
+                    pytest.fail(f"{dev.label()}: final config with claim {j} is invalid: {exc}")
+                assert go_shape_problems(final.to_wire(), f"{dev.label()} final") == []
+                assert host.release(dev, uid, final)
+                checked += 1
+        if "profile" in registry.roles(self.plugin_name):
+            assert checked, "no NIC of the sample host got a profile answer to check"

@@ -78,6 +78,7 @@ class HostRootBuilder:
         self._pci_devices: dict[str, str | None] = {}
         self._files: dict[str, str] = {}
         self._links: dict[str, str] = {}
+        self._routes6: list[tuple[ipaddress.IPv6Network, ipaddress.IPv6Address, int, str]] = []
 
     # --- recording ---------------------------------------------------------------------
 
@@ -152,6 +153,33 @@ class HostRootBuilder:
         self._inet6.append(_Inet6(addr, prefix_len, ifname, scope, flags))
         return self
 
+    def vmbus_nic(
+        self, name: str, mac: str, guid: str, driver: str = "hv_netvsc", mtu: int | None = 1500
+    ) -> HostRootBuilder:
+        """A NIC on a non-PCI bus (Hyper-V's VMBus): ``device`` names a GUID, not a PCI address.
+
+        Azure's synthetic NIC looks like this; its accelerated-networking VF
+        is a PCI NIC enslaved to it (see :meth:`enslave`).
+        """
+        self.nic(name, mac, mtu=mtu)
+        device = f"/sys/devices/LNXSYSTM:00/LNXSYBUS:00/vmbus/{guid}"
+        self.link(f"/sys/class/net/{name}/device", device)
+        self.link(f"{device}/driver", f"/sys/bus/vmbus/drivers/{driver}")
+        return self
+
+    def enslave(self, child: str, master: str) -> HostRootBuilder:
+        """``/sys/class/net/<child>/master`` points at ``master`` (bond port, netvsc VF)."""
+        return self.link(f"/sys/class/net/{child}/master", f"/sys/class/net/{master}")
+
+    def ipv6_route(
+        self, destination: str, gateway: str | None, ifname: str, metric: int = 1024
+    ) -> HostRootBuilder:
+        """A line of ``/proc/net/ipv6_route`` (``"::/0"`` via ``gateway`` on ``ifname``)."""
+        net = ipaddress.IPv6Network(destination)
+        via = ipaddress.IPv6Address(gateway or "::")
+        self._routes6.append((net, via, metric, ifname))
+        return self
+
     def file(self, absolute: str, content: str) -> HostRootBuilder:
         """Any other file (``/proc/cmdline``...), written verbatim."""
         self._files[absolute] = content
@@ -182,9 +210,13 @@ class HostRootBuilder:
             self._dir(base)
             self._link(f"{base}/device", f"{PCI_BUS_DIR}/{pci}")
         self._write("proc/net/if_inet6", self._render_inet6())
+        if self._routes6:
+            self._write("proc/net/ipv6_route", self._render_routes6())
         for absolute, content in self._files.items():
             self._write(absolute.lstrip("/"), content)
         for absolute, target in self._links.items():
+            if not (self.root / target.lstrip("/")).exists():
+                self._dir(target.lstrip("/"))  # a device directory nothing else wrote
             self._link(absolute.lstrip("/"), target.lstrip("/"))
         return self.root
 
@@ -234,6 +266,16 @@ class HostRootBuilder:
             lines.append(
                 f"{entry.address.packed.hex()} {ifindex:02x} {entry.prefix_len:02x} "
                 f"{entry.scope:02x} {entry.flags:02x} {entry.ifname:>8}"
+            )
+        return "\n".join(lines) + "\n"
+
+    def _render_routes6(self) -> str:
+        lines = []
+        for net, via, metric, ifname in self._routes6:
+            flags = 0x0001 | (0x0002 if int(via) else 0)  # RTF_UP, RTF_GATEWAY
+            lines.append(
+                f"{net.network_address.packed.hex()} {net.prefixlen:02x} {'0' * 32} 00 "
+                f"{via.packed.hex()} {metric:08x} 00000001 00000000 {flags:08x} {ifname:>8}"
             )
         return "\n".join(lines) + "\n"
 

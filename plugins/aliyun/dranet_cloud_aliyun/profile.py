@@ -12,6 +12,7 @@ global /64 is a configuration problem (400), not a conflict.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 from dranet_cloud.claims import ClaimReference
@@ -19,7 +20,7 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import IPRange
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig
 from dranet_cloud.nic import resolve_nic
 from dranet_cloud.subinterface import (
     release_subinterface,
@@ -29,6 +30,7 @@ from dranet_cloud.subinterface import (
 
 from .constants import PLUGIN
 from .eflo import eflo_block, eflo_range, nic_prefix
+from .routing import SCOPE_LINK, parent_ipv6_routes, route_table_for
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,16 @@ def profile_config(
     config: NetworkConfig,
     claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
-    """Addresses for an IPVLAN claim; ``None`` when the claim needs none from us."""
-    return subinterface_profile(
+    """Addresses for an IPVLAN claim and their policy routing, as DRANET's provider answers.
+
+    ``None`` when the claim needs no addresses from us.  With the addresses
+    (allocated from the eflo /124, or the claim's static ones reserved) come
+    the parent's IPv6 routes in the parent's own table and one /128 source
+    rule per IPv6 address, so replies leave through the parent; skipped
+    when the config already has routes, rules or a VRF (the user or the
+    cloud decided routing).
+    """
+    answer = subinterface_profile(
         context,
         pool=PLUGIN,
         device=device,
@@ -72,6 +82,34 @@ def profile_config(
         claim=claim,
         ranges=lambda: _eflo_ranges(context, device),
     )
+    if answer is None or config.routes or config.rules or config.interface.vrf is not None:
+        return answer
+    _add_policy_routing(context, device, answer)
+    return answer
+
+
+def _add_policy_routing(
+    context: ProviderContext, device: DeviceIdentifiers, answer: NetworkConfig
+) -> None:
+    local = resolve_nic(context.host_root, device)
+    table = route_table_for(local)
+    if table is None or not local.ifname:
+        return
+    routes = parent_ipv6_routes(context.host_root, local.ifname, table)
+    if not routes:
+        prefix = nic_prefix(context.host_root, local.ifname)
+        if prefix is None:
+            return
+        routes = [RouteConfig(destination=str(prefix), scope=SCOPE_LINK, table=table)]
+    sources = []
+    for addr in answer.interface.addresses or []:
+        ip = ipaddress.ip_interface(addr).ip
+        if ip.version == 6:
+            sources.append(f"{ip}/128")
+    if not sources:
+        return
+    answer.routes = routes
+    answer.rules = [RuleConfig(priority=table, source=s, table=table) for s in sources]
 
 
 def release_profile_config(

@@ -19,12 +19,14 @@ ECS publishes neither a device number nor an MTU per ENI, which is why the
 ifindex and the NIC's current MTU come from the host root.
 
 LACP bonds.  A bond moved into a pod would lose its aggregation, so a bond
-in mode ``802.3ad`` is claimed as an IPVLAN child instead.  Its addresses
-come from the profile role (the eflo block, see :mod:`.eflo`), so the config
-also names the eflo profile; its gateway is learned by NDP on the host, so no
-routes are given here.  A bond's MAC is one of its slaves' and is usually
-not an ENI of its own in the metadata, so bonds are recognised from the host
-root alone.
+in mode ``802.3ad`` that carries a global IPv6 /64 is claimed as an IPVLAN
+child instead, answered exactly as DRANET's own Alibaba provider does (PR
+#312): ``{"profile": "alibaba-eflo-subinterface", "interface": {"type":
+"IPVLAN"}}``.  Its addresses and policy routing come from the profile role
+(the eflo block, see :mod:`.eflo` and :mod:`.profile`).  A bond without a
+global /64 has no eflo block, so it gets no config (as in DRANET).  A
+bond's MAC is one of its slaves' and is usually not an ENI of its own in the
+metadata, so bonds are recognised from the host root alone.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.models import (
     DeviceIdentifiers,
     InterfaceConfig,
-    IPVlanConfig,
     NetworkConfig,
     RouteConfig,
     RuleConfig,
@@ -44,6 +45,7 @@ from dranet_cloud.models import (
 from dranet_cloud.nic import LocalNic, resolve_nic
 
 from .constants import LACP_MODE, PLUGIN
+from .eflo import nic_prefix
 from .snapshot import AliyunInstance, AliyunNic
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,13 @@ log = logging.getLogger(__name__)
 TABLE_BASE = 256
 TABLE_MAX = 999  # DRANET's VRF tables start at 1000
 SCOPE_LINK = 253
-EFLO_PROFILE = "alibaba.dra.net/eflo"
+# DRANET's name for the eflo profile (PR #312); this plugin's earlier name is
+# still understood (the host routes every profile name to the cloud plugin).
+EFLO_PROFILE = "alibaba-eflo-subinterface"
+EFLO_PROFILE_ALIASES = ("alibaba.dra.net/eflo",)
+RTF_GATEWAY = 0x0002
+RTF_LOCAL = 0x80000000
+RTF_CACHE = 0x01000000
 
 
 def is_lacp_bond(host_root: HostRoot, device: DeviceIdentifiers) -> bool:
@@ -168,11 +176,40 @@ def nic_config(host_root: HostRoot, nic: AliyunNic, device: DeviceIdentifiers) -
 
 
 def bond_config() -> NetworkConfig:
-    """An IPVLAN child (L2, Bridge) addressed by the eflo profile."""
-    return NetworkConfig(
-        profile=EFLO_PROFILE,
-        interface=InterfaceConfig(type="IPVLAN", ipvlan=IPVlanConfig(mode="L2", flag="Bridge")),
-    )
+    """An IPVLAN child addressed by the eflo profile, as DRANET's provider answers."""
+    return NetworkConfig(profile=EFLO_PROFILE, interface=InterfaceConfig(type="IPVLAN"))
+
+
+def parent_ipv6_routes(host_root: HostRoot, ifname: str, table: int) -> list[RouteConfig]:
+    """The parent's IPv6 routes (``/proc/net/ipv6_route``) moved into ``table``.
+
+    Kept: routes of ``ifname`` that are up, not local, not cached, not
+    multicast and not the link-local ``fe80::/64``.  A route without a
+    gateway is on-link: scope 253, which DRANET's validation requires.
+    """
+    text = host_root.read_text("/proc/net/ipv6_route") or ""
+    routes: list[RouteConfig] = []
+    for line in text.splitlines()[:4096]:
+        fields = line.split()
+        if len(fields) != 10 or fields[9] != ifname:
+            continue
+        try:
+            dest = ipaddress.IPv6Network((int(fields[0], 16), int(fields[1], 16)), strict=False)
+            hop = ipaddress.IPv6Address(int(fields[4], 16))
+            flags = int(fields[8], 16)
+        except ValueError:
+            continue
+        if not flags & 0x1 or flags & (RTF_LOCAL | RTF_CACHE):
+            continue
+        if dest.is_multicast or (dest.is_link_local and dest.prefixlen >= 64):
+            continue
+        if flags & RTF_GATEWAY and int(hop):
+            route = RouteConfig(destination=str(dest), gateway=str(hop), table=table)
+        else:
+            route = RouteConfig(destination=str(dest), scope=SCOPE_LINK, table=table)
+        if route.dedup_key() not in {r.dedup_key() for r in routes}:
+            routes.append(route)
+    return routes
 
 
 def device_config(
@@ -181,7 +218,14 @@ def device_config(
     """The bond config, the ENI config, or ``None`` for a NIC this plugin knows nothing of."""
     local = resolve_nic(host_root, device)
     if local.bond_mode == LACP_MODE:
-        return bond_config()
+        if local.ifname and nic_prefix(host_root, local.ifname) is not None:
+            return bond_config()
+        log.info(
+            "%s: LACP bond %s has no global IPv6 /64, so no eflo block: no config for it",
+            PLUGIN,
+            local.label(),
+        )
+        return None
     nic = instance.nic_for(local.identifiers()) if instance is not None else None
     if nic is None:
         return None

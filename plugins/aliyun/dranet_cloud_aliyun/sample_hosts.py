@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from dranet_cloud.context import SampleHost
@@ -76,6 +77,39 @@ def erdma_host(dest: Path) -> SampleHost:
     )
 
 
+def _ipv6_routes(ifname: str, address: str) -> str:
+    """``/proc/net/ipv6_route`` of a bond with a global /64 and an RA default route.
+
+    Besides the two routes a pod needs (the on-link /64, the default via the
+    router's link-local address) the kernel lists the local /128, the
+    link-local /64 and multicast, which the provider must leave out.
+    """
+    net = ipaddress.IPv6Network(f"{address}/64", strict=False)
+    zero = "0" * 32
+
+    def line(dest: str, plen: int, hop: str, metric: int, flags: int) -> str:
+        return (
+            f"{dest} {plen:02x} {zero} 00 {hop} {metric:08x} 00000001 00000000 "
+            f"{flags:08x} {ifname:>8}"
+        )
+
+    def hx(addr: str) -> str:
+        return ipaddress.IPv6Address(addr).exploded.replace(":", "")
+
+    return (
+        "\n".join(
+            [
+                line(hx(str(net.network_address)), 64, zero, 256, 0x00000001),
+                line(hx("fe80::"), 64, zero, 256, 0x00000001),
+                line(zero, 0, hx("fe80::1"), 1024, 0x00450003),
+                line(hx(address), 128, zero, 0, 0x80200001),
+                line(hx("ff00::"), 8, zero, 256, 0x00000001),
+            ]
+        )
+        + "\n"
+    )
+
+
 def bond_host(dest: Path) -> SampleHost:
     builder = _ecs_base(dest)
     for name, mac, pci in BOND_PORTS:
@@ -85,6 +119,7 @@ def bond_host(dest: Path) -> SampleHost:
     builder.file(f"/sys/class/net/{BOND}/bonding/slaves", " ".join(p[0] for p in BOND_PORTS))
     builder.inet6(BOND_IPV6, 64, BOND)
     builder.inet6("fe80::216:3eff:fe5d:1a0", 64, BOND, scope=0x20)
+    builder.file("/proc/net/ipv6_route", _ipv6_routes(BOND, BOND_IPV6))
     root = builder.build()
     return SampleHost(
         root=root,

@@ -156,6 +156,34 @@ def test_release_frees_the_address_for_the_next_claim(bond_host: ProviderHost) -
     assert bond_host.release(BOND, "never-seen")
 
 
+def test_bond_answer_carries_policy_routing_like_dranets_provider(
+    bond_host: ProviderHost, bond_sample: SampleHost
+) -> None:
+    """The parent's IPv6 routes in its own table and a /128 source rule per address
+    (DRANET PR #312), and the final config passes DRANET's validation."""
+    final = bond_host.network_config(BOND, "routed-1")
+    assert final.profile == "alibaba-eflo-subinterface"
+    ifindex = int((bond_sample.root / "sys/class/net/bond0/ifindex").read_text())
+    table = 256 + ifindex
+    addr = _addr(final)
+    assert [r.to_wire() for r in final.routes or []] == [
+        {"destination": "2408:4005:3cf:7e20::/64", "scope": 253, "table": table},
+        {"destination": "::/0", "gateway": "fe80::1", "table": table},
+    ]
+    assert [r.to_wire() for r in final.rules or []] == [
+        {"priority": table, "source": f"{addr}/128", "table": table}
+    ]
+    # Routing the user (or cloud) decided is left alone; the old profile name still works.
+    user = NetworkConfig.model_validate(
+        {
+            "profile": "alibaba.dra.net/eflo",
+            "interface": {"vrf": {"name": "blue"}},
+        }
+    )
+    vrf = bond_host.network_config(BOND, "routed-2", user)
+    assert vrf.interface.addresses and not vrf.routes and not vrf.rules
+
+
 def test_static_addresses_are_reserved(bond_host: ProviderHost) -> None:
     static = str(BOND_BLOCK[5]) + "/128"
     user = NetworkConfig.model_validate({"interface": {"addresses": [static]}})

@@ -132,11 +132,19 @@ def test_lacp_bond_becomes_ipvlan_from_the_host_root_alone(bond_sample: SampleHo
     )
     assert config is not None
     validate_network_config(config)
-    assert config.interface.type == "IPVLAN"
-    ipvlan = config.interface.ipvlan
-    assert ipvlan is not None and (ipvlan.mode, ipvlan.flag) == ("L2", "Bridge")
-    assert config.profile == "alibaba.dra.net/eflo"
-    assert config.routes is None  # the bond's gateway is NDP-learned, not in metadata
+    # Exactly DRANET's Alibaba provider answer (PR #312); routing comes with the profile.
+    assert config.to_wire() == {
+        "profile": "alibaba-eflo-subinterface",
+        "interface": {"type": "IPVLAN"},
+    }
+
+
+def test_lacp_bond_without_a_global_64_gets_no_config(tmp_path: Path) -> None:
+    root = HostRootBuilder(tmp_path).nic("bond0", "00:16:3e:00:00:08", bond_mode="802.3ad")
+    hr = HostRoot(root.build())
+    dev = DeviceIdentifiers(name="bond0", mac_address="00:16:3e:00:00:08")
+    context = ProviderContext(host_root=hr)
+    assert plugin.device_config(context=context, instance=AliyunInstance(), device=dev) is None
 
 
 def test_other_bond_modes_are_not_ipvlan(tmp_path: Path) -> None:

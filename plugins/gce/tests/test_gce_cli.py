@@ -18,6 +18,7 @@ from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud.cli.main import main
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator
+from dranet_cloud.testing.dranet_wire import go_shape_problems
 from dranet_cloud.testing.environ import isolated_environ
 
 RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
@@ -72,6 +73,7 @@ def test_describe_shows_every_nic_with_its_config(
         octets = ipaddress.IPv4Address(gateway).packed
         assert neighbor["hardwareAddr"] == "42:01:" + ":".join(f"{b:02x}" for b in octets)
         assert {"destination": f"{gateway}/32", "scope": 253} in config["routes"]
+        assert go_shape_problems(config) == []  # gen2, Go's omit-empty shape
     # Auto-detection: one confirmation probe, and a single request loads the instance.
     loads = [r for r in gce_emulator.requests() if r.query == RECURSIVE]
     assert len(loads) == 1

@@ -7,3 +7,8 @@ from dranet_cloud.testing.conformance import PluginConformance
 
 class TestGceConformance(PluginConformance):
     plugin_name = "gce"
+
+
+class TestGceA3Conformance(PluginConformance):
+    plugin_name = "gce"
+    sample_variant = "a3-megagpu-8g"

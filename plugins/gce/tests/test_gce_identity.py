@@ -22,7 +22,7 @@ from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing import Emulator
 
 MAC = "42:01:0a:80:00:46"  # eth0 of the sample host and the default fixture
-CLAIM = {"profile": "gce-subinterface", "interface": {"type": "ipvlan"}}
+CLAIM = {"profile": "gce-subinterface", "interface": {"type": "IPVLAN"}}
 # CLI --device spelling and wire DeviceIdentifiers of each form of eth0.
 FORMS: list[tuple[str, dict[str, str]]] = [
     ("eth0", {"name": "eth0", "mac_address": MAC, "pci_address": PRIMARY_PCI}),

@@ -308,3 +308,32 @@ def test_explicit_profile_webhook_without_profile_role_fails_even_when_auto_dete
                  "--host-root", str(sample_root))  # fmt: skip
     assert result.code == 3, result.stdout + result.stderr
     assert "requested explicitly for the profile role" in result.stderr and url in result.stderr
+
+
+def test_profile_get_with_a_kubectl_claim_sends_claim_and_claim_uid(
+    cli: Any, serve: Any, sample_root: Path, tmp_path: Path
+) -> None:
+    """``--claim -`` (``kubectl get resourceclaim -o json | ...``) reaches the peer as
+    a gen2 ``claim`` beside the gen1 ``claim_uid``; a gen1-spelled config goes out gen2."""
+    from dranet_cloud.testing.dranet_wire import go_shape_problems, resource_claim
+
+    server = serve()
+    claim = resource_claim("uid-k", namespace="ml", name="nic", pods=(("job-0", "pod-k"),))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"profile": "ipam", "interface": {"type": "ipvlan"}}))
+    result = cli(
+        "profile", "get", "--cloud-provider-hint", "none", "--profile-provider", "webhook",
+        "--webhook-url", server.url, "--host-root", str(sample_root), "--device", "eth1",
+        "--claim", "-", "--config", str(config), "--ipam-memory", "-o", "json",
+        stdin=json.dumps(claim),
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert go_shape_problems(result.json()) == []
+    (sent,) = [body for path, body in server.webhook.requests if path == "/GetProfileConfig"]
+    assert sent["claim_uid"] == "uid-k"
+    assert sent["claim"]["metadata"] == {"uid": "uid-k", "namespace": "ml", "name": "nic"}
+    assert sent["claim"]["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "job-0", "uid": "pod-k"}
+    ]
+    assert sent["config"]["interface"]["type"] == "IPVLAN"
+    assert go_shape_problems(sent["config"]) == []

@@ -1,0 +1,1 @@
+"""dranet-cloud plugin for Microsoft Azure: IMDS facts and per-NIC policy routing."""

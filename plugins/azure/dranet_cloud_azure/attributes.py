@@ -1,0 +1,57 @@
+"""Kubernetes device attributes under ``azure.dra.net/``.
+
+DRANET's four are VM-wide (``vmSize``, ``placementGroupId``,
+``interconnectGroupId``, ``interconnectSubgroupId``): strings, the same on
+every device, left out when IMDS has them empty.  They go on every device,
+the InfiniBand functions included (DRANET publishes those without a netdev
+or MAC), because ``placementGroupId`` is what tells which VMs share an
+InfiniBand fabric.
+
+Beyond DRANET, two booleans mark an accelerated-networking pair (see
+:mod:`.pairing`): ``acceleratedNetworking`` on the synthetic NIC and
+``acceleratedNetworkingVf`` on its VF, so a claim's selector can skip VFs,
+which would strand their synthetic NIC if moved alone.
+"""
+
+from __future__ import annotations
+
+from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+
+from .constants import (
+    ACCELERATED_NETWORKING,
+    ACCELERATED_NETWORKING_VF,
+    INTERCONNECT_GROUP_ID,
+    INTERCONNECT_SUBGROUP_ID,
+    PLACEMENT_GROUP_ID,
+    VM_SIZE,
+)
+from .pairing import Role, resolve
+from .snapshot import AzureInstance
+
+
+def instance_attributes(instance: AzureInstance) -> AttributeMap:
+    """DRANET's four VM-wide attributes, each only when IMDS has a value."""
+    out: AttributeMap = {}
+    for key, value in (
+        (VM_SIZE, instance.vm_size),
+        (PLACEMENT_GROUP_ID, instance.placement_group_id),
+        (INTERCONNECT_GROUP_ID, instance.interconnect_group_id),
+        (INTERCONNECT_SUBGROUP_ID, instance.interconnect_subgroup_id),
+    ):
+        if value:
+            out[key] = DeviceAttribute.of(value)
+    return out
+
+
+def device_attributes(
+    host_root: HostRoot, instance: AzureInstance | None, device: DeviceIdentifiers
+) -> AttributeMap:
+    """All attributes this plugin publishes for ``device``."""
+    out = instance_attributes(instance) if instance is not None else {}
+    local = resolve(host_root, device)
+    if local is not None and local.role is Role.SYNTHETIC:
+        out[ACCELERATED_NETWORKING] = DeviceAttribute.of(True)
+    elif local is not None and local.role is Role.VF:
+        out[ACCELERATED_NETWORKING_VF] = DeviceAttribute.of(True)
+    return out

@@ -1,0 +1,55 @@
+"""Is this node an Azure VM?  DMI first, then the request DRANET makes.
+
+The chassis asset tag costs microseconds and needs no network, so it gates
+everything.  Confirmation is DRANET's own probe, ``GET
+/metadata/instance?api-version=…&format=text`` with ``Metadata: true``; an
+answer that is not IMDS's listing of ``compute``/``network`` is "something
+else" (``None``), no answer at all is ``ProviderUnavailable`` from the
+client, naming the endpoint and the override variable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from dranet_cloud.hostroot import HostRoot
+
+from .constants import API_VERSION, DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
+
+log = logging.getLogger(__name__)
+
+
+def local_evidence(host_root: HostRoot) -> str | None:
+    """``DMI chassis_asset_tag=…`` when DMI says Azure, else ``None``."""
+    return host_root.dmi_evidence("chassis_asset_tag", DMI_CHASSIS_ASSET_TAG)
+
+
+def confirm(env: Mapping[str, str], timeout: float) -> str | None:
+    """One GET of the instance listing, bounded by ``timeout``."""
+    from dranet_cloud.metadata import MetadataError, MetadataUnavailable
+
+    from .imds import open_client
+
+    with open_client(env, timeout=timeout) as client:
+        try:
+            listing = client.get_text(
+                INSTANCE_PATH, params={"api-version": API_VERSION, "format": "text"}
+            )
+        except MetadataUnavailable:
+            raise
+        except MetadataError as exc:
+            log.info(
+                "%s: %s answered but is not Azure IMDS: %s", PLUGIN, client.endpoint.describe(), exc
+            )
+            return None
+        names = {line.strip().rstrip("/") for line in listing.splitlines()}
+        if "compute" not in names:
+            log.info(
+                "%s: %s answered %r, not IMDS's instance listing",
+                PLUGIN,
+                client.endpoint.describe(),
+                listing[:80],
+            )
+            return None
+        return f"Azure IMDS at {client.endpoint.url} (api-version {API_VERSION})"

@@ -1,0 +1,108 @@
+"""Hook implementations of the Azure plugin (the ``azure`` entry point).
+
+Thin on purpose: each hook hands over to the module that holds the logic.
+The metadata client (httpx) and the pydantic models are imported inside the
+hooks that need them, so loading the plugin for local evidence (every CLI
+command, every auto-detection) imports neither.  Azure has no profile role:
+DRANET's Azure provider answers attributes and routing only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dranet_cloud.hookspecs import hookimpl
+
+from . import detection
+
+if TYPE_CHECKING:
+    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.testing.emulator import Emulator
+
+    from .snapshot import AzureInstance
+
+
+def _ours(instance: InstanceSnapshot | None) -> AzureInstance | None:
+    from .snapshot import AzureInstance
+
+    return instance if isinstance(instance, AzureInstance) else None
+
+
+@hookimpl
+def local_evidence(context: ProviderContext) -> str | None:
+    return detection.local_evidence(context.host_root)
+
+
+@hookimpl
+def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
+    return detection.confirm(context.env, timeout)
+
+
+@hookimpl
+def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
+    from .imds import load_instance, open_client
+
+    with open_client(context.env, timeout=context.options.request_timeout) as client:
+        return load_instance(client, deadline)
+
+
+@hookimpl
+def device_attributes(
+    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+) -> AttributeMap | None:
+    from . import attributes
+
+    return attributes.device_attributes(context.host_root, _ours(instance), device)
+
+
+@hookimpl
+def device_config(
+    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
+) -> NetworkConfig | None:
+    from . import routing
+
+    return routing.device_config(context.host_root, _ours(instance), device)
+
+
+@hookimpl
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
+
+    return build_emulator(fixture, listen, faults)
+
+
+@hookimpl
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    from . import sample_hosts
+
+    return sample_hosts.sample_host(dest, variant)
+
+
+@hookimpl
+def provider_aliases() -> list[str]:
+    """DRANET calls this provider ``AZURE`` in ``--cloud-provider-hint``."""
+    return ["AZURE"]
+
+
+@hookimpl
+def attribute_ranking() -> list[str]:
+    """DRANET's four first, the fabric-defining ones ahead; the pairing marks last."""
+    from .constants import (
+        ACCELERATED_NETWORKING,
+        ACCELERATED_NETWORKING_VF,
+        INTERCONNECT_GROUP_ID,
+        INTERCONNECT_SUBGROUP_ID,
+        PLACEMENT_GROUP_ID,
+        VM_SIZE,
+    )
+
+    return [
+        PLACEMENT_GROUP_ID,
+        INTERCONNECT_GROUP_ID,
+        INTERCONNECT_SUBGROUP_ID,
+        VM_SIZE,
+        ACCELERATED_NETWORKING_VF,
+        ACCELERATED_NETWORKING,
+    ]

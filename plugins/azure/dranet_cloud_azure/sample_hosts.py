@@ -1,0 +1,82 @@
+"""A fake ``Standard_ND96isr_H100_v5`` node matching the emulator's default fixture.
+
+* ``eth0``: the synthetic ``hv_netvsc`` NIC on VMBus (no PCI address), the
+  one IMDS lists, dual stack, with the host's IPv6 default route via
+  Azure's gateway ``fe80::1234:5678:9abc``;
+* ``enP40524s1``: its accelerated-networking VF (``mlx5_core``, PCI
+  ``9e4c:00:02.0``), same MAC, enslaved to ``eth0``;
+* ``ib0``-``ib7``: the eight InfiniBand VFs (``0101:00:00.0``-``0108:00:00.0``,
+  ``mlx5_ib0``-``mlx5_ib7``) with IPoIB netdevs, whose 20-byte hardware
+  addresses are no MACs; IMDS does not list them.
+
+There is no claim device: Azure has no profile role (DRANET's provider
+answers attributes and routing only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dranet_cloud.context import SampleHost
+from dranet_cloud.testing import HostRootBuilder
+
+from .constants import DMI_CHASSIS_ASSET_TAG, NETVSC_DRIVER
+
+ETH0 = "eth0"
+ETH0_MAC = "00:0d:3a:4f:2b:1c"
+ETH0_VMBUS = "000d3a4f-2b1c-000d-3a4f-2b1c000d3a4f"
+ETH0_IPV6 = "fd5e:9c41:7a2b:10::25"
+AZURE_IPV6_GATEWAY = "fe80::1234:5678:9abc"
+VF = "enP40524s1"
+VF_PCI = "9e4c:00:02.0"
+IB_NICS = tuple(
+    (
+        f"ib{i}",
+        f"00:00:01:{0x48 + i:02x}:fe:80:00:00:00:00:00:00:00:15:5d:ff:fd:33:ff:{i:02x}",
+        f"{0x0101 + i:04x}:00:00.0",
+        f"mlx5_ib{i}",
+    )
+    for i in range(8)
+)
+
+
+def nd_h100_v5_host(dest: Path) -> SampleHost:
+    builder = (
+        HostRootBuilder(dest)
+        .dmi(
+            sys_vendor="Microsoft Corporation",
+            product_name="Virtual Machine",
+            product_version="7.0",
+            bios_vendor="Microsoft Corporation",
+            chassis_vendor="Microsoft Corporation",
+            chassis_asset_tag=DMI_CHASSIS_ASSET_TAG,
+        )
+        .vmbus_nic(ETH0, ETH0_MAC, ETH0_VMBUS, driver=NETVSC_DRIVER, mtu=1500)
+        .nic(VF, ETH0_MAC, mtu=1500, pci=VF_PCI, driver="mlx5_core")
+        .enslave(VF, ETH0)
+        .infiniband("mlx5_an0", VF_PCI)
+        .inet6(ETH0_IPV6, 64, ETH0)
+        .inet6("fe80::20d:3aff:fe4f:2b1c", 64, ETH0, scope=0x20)
+        .ipv6_route("fd5e:9c41:7a2b:10::/64", None, ETH0, metric=256)
+        .ipv6_route("::/0", AZURE_IPV6_GATEWAY, ETH0, metric=1024)
+    )
+    for name, hwaddr, pci, ib in IB_NICS:
+        builder.nic(name, hwaddr, mtu=2044, pci=pci, driver="mlx5_core")
+        builder.infiniband(ib, pci)
+    root = builder.build()
+    return SampleHost(
+        root=root,
+        description=(
+            "Azure Standard_ND96isr_H100_v5: eth0 (hv_netvsc, dual stack) with its "
+            "accelerated-networking VF enP40524s1, and eight InfiniBand VFs ib0-ib7"
+        ),
+        claim_device=None,
+    )
+
+
+def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+    """The variant's host root written under ``dest``; ``None`` for unknown variants."""
+    key = (variant or "default").strip().lower()
+    if key in ("default", "nd-h100-v5"):
+        return nd_h100_v5_host(dest)
+    return None

@@ -1,0 +1,1 @@
+"""dranet-cloud plugin for Oracle Cloud Infrastructure: RDMA topology and VNIC facts."""
