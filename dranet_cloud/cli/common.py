@@ -105,6 +105,10 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         help="this node's Kubernetes name, for plugins that read the Node object "
         "(default: $NODE_NAME, the downward API convention)",
     )
+    if "--kubeconfig" not in p._option_string_actions:  # serve has it among its --gc-* flags
+        from .gc_flags import add_kubeconfig_flag
+
+        add_kubeconfig_flag(g)
     g.add_argument(
         "--set",
         dest="settings",
