@@ -189,3 +189,19 @@ def test_serve_timeouts_refuse_nan_inf_and_negative(value: str) -> None:
         assert res.returncode == 2 and flag in res.stderr
     res = run("serve", "--shutdown-timeout", "-5", "--cloud-provider-hint", "none")
     assert res.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["detect"], ["describe"], ["profile", "get", "--device", "eth1", "--claim-uid", "u1"]],
+    ids=["detect", "describe", "profile-get"],
+)
+def test_kubeconfig_flag_on_every_command_that_reads_the_api(
+    command: list[str], bare_metal: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plugin that reads the Node object (CKS) talks to the API from these commands too."""
+    missing = tmp_path / "no-such-kubeconfig"
+    argv = [*command, "--cloud-provider-hint", "cks", "--host-root", str(bare_metal)]
+    code = main([*argv, "--node-name", "n1", "--kubeconfig", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"no kubeconfig file at {missing} (--kubeconfig)" in err, err

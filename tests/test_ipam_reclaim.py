@@ -95,6 +95,10 @@ def test_only_deleted_and_replaced_claims_are_freed(
         (True, "500", "answered 500 InternalError"),
         (True, "500-on-the-last-get", "answered 500 InternalError"),
         (True, "timeout", "did not finish within"),
+        # A 404 that is not NotFound for this claim (resource.k8s.io/v1 not served,
+        # a proxy's 404 page) proves nothing: freeing on it frees every live claim.
+        (True, "404-without-details", "answered 404"),
+        (True, "404-plain-text", "answered 404"),
         (False, "500", "answered 500 InternalError"),
         (False, "mid-pagination", "answered 500 InternalError"),
         (False, "expired-forever", "410 Expired"),
@@ -115,6 +119,10 @@ def test_a_failing_api_frees_nothing_and_says_so(
         kube.fail(500, path=f"{NAMESPACED}team/resourceclaims/c")
     elif fault == "timeout":
         kube.faults.load("delay=2")
+    elif fault == "404-without-details":
+        kube.fail(404, times=100)  # a Status NotFound naming no object, as for an unserved path
+    elif fault == "404-plain-text":
+        kube.faults.load("status=" + ",".join(["404"] * 100))
     elif fault == "mid-pagination":
         kube.fail(500, continue_only=True)
     elif fault == "expired-forever":

@@ -353,6 +353,10 @@ def test_concurrent_writes_share_commits_and_all_land(tmp_path: Path) -> None:
             "17 addresses, over the limit of 16",
         ),
         (
+            claim("c", addresses=[f"10.{i // 256}.{i % 256}.1/32" for i in range(10_000)]),
+            "10000 addresses, over the limit of 16",
+        ),
+        (
             {"device": {"name": "e" * 65}, "claim_uid": "c", "config": {"profile": "local-ipam"}},
             "device.name is 65 characters, over the limit of 64",
         ),

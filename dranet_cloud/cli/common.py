@@ -105,6 +105,10 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         help="this node's Kubernetes name, for plugins that read the Node object "
         "(default: $NODE_NAME, the downward API convention)",
     )
+    if "--kubeconfig" not in p._option_string_actions:  # serve has it among its --gc-* flags
+        from .gc_flags import add_kubeconfig_flag
+
+        add_kubeconfig_flag(g)
     g.add_argument(
         "--set",
         dest="settings",
@@ -183,10 +187,12 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
 def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> ProviderOptions:
     """Provider options from the flags, with every ``--set`` checked against its plugin."""
     from ..context import ProviderOptions
-    from ..settings import check_settings
 
     settings = parse_settings(args.settings)
-    check_settings(registry, settings)
+    if settings:  # most nodes pass none: skip importing the checker
+        from ..settings import check_settings
+
+        check_settings(registry, settings)
     return ProviderOptions(
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,

@@ -593,7 +593,7 @@ class SqliteStore:
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, alloc: Allocation) -> None:
-        addr = ipaddress.ip_interface(alloc.address).ip
+        addr = ipaddress.ip_address(alloc.address.partition("/")[0])  # cheaper than an interface
         conn.execute(
             f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -623,7 +623,9 @@ class SqliteStore:
             for rng in wanted:
                 existing = next((row for row in held if row[0] == rng.version), None)
                 if existing is not None:
-                    if existing[2] not in rng:
+                    # Compared as stored (family, hex key): parsing the CIDR text
+                    # again was a good part of a kubelet retry's cost.
+                    if not int(rng.start) <= int(existing[1], 16) <= int(rng.end):
                         log.warning(
                             "ipam: %s keeps %s although it is outside the range %s it asked for",
                             owner,

@@ -74,6 +74,36 @@ def has_unpaired_surrogate(doc: Any) -> bool:
     return False
 
 
+async def read_capped_body(scope: Scope, receive: Receive, cap: int) -> bytes | None:
+    """The whole request body, or ``None`` as soon as it is known to pass ``cap`` bytes.
+
+    A declared ``Content-Length`` over the cap is refused before any byte is
+    read; a body without one (chunked) is counted while it arrives.  A client
+    that goes away leaves what arrived so far.
+    """
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                if int(value) > cap:
+                    return None
+            except ValueError:
+                pass
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 async def _send_text(send: Send, status: int, message: str) -> None:
     """A plain-text error the way Go's ``http.Error`` writes one."""
     body = (message + "\n").encode("utf-8")
@@ -114,28 +144,10 @@ class WebhookMiddleware:
         )
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                if declared > self.max_body_bytes:
-                    raise BodyTooLarge
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break  # client went away; the app sees an empty body
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise BodyTooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
+        body = await read_capped_body(scope, receive, self.max_body_bytes)
+        if body is None:
+            raise BodyTooLarge
+        return body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
