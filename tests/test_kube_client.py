@@ -233,3 +233,15 @@ def test_emulate_kubernetes_command(tmp_path: Path) -> None:
         proc.wait(30)
     assert proc.returncode == 0
     assert not os.path.exists(kubeconfig)  # removed on stop
+
+
+@pytest.mark.parametrize("text", ["{x\n", "clusters: 5\n", "- a list\n", "contexts: [1]\n"])
+def test_a_malformed_kubeconfig_is_a_configuration_error_naming_the_file(
+    tmp_path: Path, text: str
+) -> None:
+    """An operator's broken kubeconfig is exit 2 naming the file, not "unexpected ... a bug"."""
+    path = tmp_path / "kc"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"kubeconfig {path}") as err:
+        load_config(str(path))
+    assert "\n" not in str(err.value)  # one line on stderr

@@ -207,7 +207,19 @@ def load_config(
                     f"({'--kubeconfig' if kubeconfig else KUBECONFIG_ENV}); pass an existing "
                     "file, or run in a pod with a service account"
                 )
-            config = KubeConfig.from_file(first).get()
+            try:
+                config = KubeConfig.from_file(first).get()
+            except ConfigError:
+                raise
+            except Exception as exc:  # YAML errors, a list where a mapping belongs, ...
+                # The operator's file, not a bug: exit 2 naming it (lightkube
+                # lets yaml and type errors through).
+                why = " ".join(str(exc).split())  # YAML errors span lines; stderr gets one
+                raise ConfigError(
+                    f"kubernetes: kubeconfig {first} is not a valid kubeconfig "
+                    f"({type(exc).__name__}: {why}); fix it (`kubectl config view "
+                    f"--kubeconfig {first}` reads it) or pass another file"
+                ) from exc
             where = f"kubeconfig {first}"
         elif _in_cluster_available(service_account_dir):
             config = KubeConfig.from_service_account(service_account_dir).get()
