@@ -184,6 +184,28 @@ def _in_cluster_available(sa_dir: str) -> bool:
     )
 
 
+def _kubeconfig_from_file(path: str) -> SingleConfig | None:
+    """The current context of the kubeconfig at ``path``.
+
+    lightkube indexes the parsed YAML without checking its shape, so an empty
+    file, a list or invalid YAML surfaces as AttributeError, TypeError or a
+    YAML error: a broken file the operator must fix, not a bug in this
+    program, so it becomes a :class:`ConfigError` naming the file.
+    """
+    from lightkube import KubeConfig
+
+    try:
+        return KubeConfig.from_file(path).get()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise ConfigError(
+            f"kubernetes: kubeconfig {path} is not a usable kubeconfig ({detail}); "
+            f"check it with `kubectl config view --kubeconfig {path}`"
+        ) from exc
+
+
 def load_config(
     kubeconfig: str | None = None,
     *,
@@ -207,7 +229,7 @@ def load_config(
                     f"({'--kubeconfig' if kubeconfig else KUBECONFIG_ENV}); pass an existing "
                     "file, or run in a pod with a service account"
                 )
-            config = KubeConfig.from_file(first).get()
+            config = _kubeconfig_from_file(first)
             where = f"kubeconfig {first}"
         elif _in_cluster_available(service_account_dir):
             config = KubeConfig.from_service_account(service_account_dir).get()
