@@ -249,3 +249,12 @@ def test_malformed_kubeconfig_is_a_config_error_naming_the_file(
     path.write_text(text)
     with pytest.raises(ConfigError, match=f"kubeconfig {path}.*kubectl config view"):
         load_config(str(path))
+
+
+def test_a_refused_node_read_names_the_node_permission(
+    kube: KubernetesEmulator, kube_client: KubeClient
+) -> None:
+    """A 403 on the Node (CKS) must say to grant get on nodes, not lead with claims."""
+    kube.fail(403)
+    with pytest.raises(KubeError, match=r"answered 403.*; grant get on nodes \(core group\)"):
+        kube_client.get_node("n1")

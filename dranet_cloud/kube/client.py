@@ -400,7 +400,7 @@ class KubeClient:
             message = exc.status.message or ""
             message_text = (
                 f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
-                + _fix_for(code)
+                + _fix_for(code, what)
             )
             if code == 404:
                 details = exc.status.details if reason == "NotFound" else None
@@ -411,7 +411,7 @@ class KubeClient:
             cls = KubeNotFound if code == 404 else KubeError
             raise cls(
                 f"kubernetes: {what} answered {code} without a Status object "
-                f"({self.source})" + _fix_for(code),
+                f"({self.source})" + _fix_for(code, what),
                 code,
             ) from exc
         except (_DeadlinePassed, httpx2.TimeoutException) as exc:
@@ -451,15 +451,21 @@ def _identity(obj: Any, what: str) -> ClaimIdentity:
     return ClaimIdentity(str(namespace), str(name), str(uid))
 
 
-def _fix_for(status: int) -> str:
-    """What an operator does about a status, appended to the error."""
+def _fix_for(status: int, what: str = "") -> str:
+    """What an operator does about a status, appended to the error.
+
+    A 403 names the permission the refused request needed: a Node read (CKS)
+    needs only ``get`` on nodes, and pointing its operator at claims misleads.
+    """
     if status == 401:
         return "; the token was refused: check the kubeconfig user or the service account token"
     if status == 403:
-        return (
-            "; grant get and list on resourceclaims.resource.k8s.io (and get on nodes) "
-            "with a ClusterRole bound to this service account"
+        needed = (
+            "get on nodes (core group)"
+            if what.startswith("GET node ")
+            else "get and list on resourceclaims.resource.k8s.io (and get on nodes)"
         )
+        return f"; grant {needed} with a ClusterRole bound to this service account"
     if status == 404:
         return ""
     if status == 410:
