@@ -109,6 +109,23 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
 
 
+def test_a_dra_device_name_of_another_nic_is_a_logged_conflict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # gen1 DRANET sends the DRA device name: pci-0000-00-07-0 is the EFA
+    # function, not NIC A.  The MAC (or PCI address) decides, and says so.
+    root = node(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.nic")
+    nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", mac_address=MAC_A))
+    assert (nic.ifname, nic.identity) == ("eth1", f"mac:{MAC_A}")
+    assert "'pci-0000-00-07-0'" in caplog.text and "answering for eth1" in caplog.text
+    caplog.clear()
+    # The same conflict again (here through the PCI address) is logged once only.
+    nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", pci_address=PCI_A))
+    assert nic.ifname == "eth1"
+    assert caplog.text == ""
+
+
 def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:
     """Azure's accelerated networking: a VF enslaved to the hv_netvsc NIC, one MAC."""
     mac = "00:0d:3a:4f:2b:1c"
