@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,6 +107,9 @@ def detect(
         except Exception as exc:
             failures[name] = str(exc)
     else:
+        # Only a node with evidence for several plugins pays for the thread pool.
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
         pool = ThreadPoolExecutor(max_workers=len(order), thread_name_prefix="detect")
         futures = {pool.submit(_confirm, registry, n, context, timeout): n for n in order}
         deadline = start + context.options.detect_deadline

@@ -77,6 +77,14 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
     heavy = [m for m in modules if m.split(".")[0] in HEAVY]
     assert heavy == []
     assert "dranet_cloud.host" not in modules and "dranet_cloud.models" not in modules
+    # Start-up cost: no entry-point scan through importlib.metadata (the email
+    # parser, zipfile), no shutil from argparse, no thread pool without evidence,
+    # and only the one sub-command module on the command line.
+    slow = ("importlib.metadata", "email", "zipfile", "shutil", "concurrent")
+    assert [m for m in modules if m.split(".")[0] in slow or m.startswith(slow)] == []
+    assert (
+        "dranet_cloud.cli.serve_cmd" not in modules and "dranet_cloud.cli.ipam_cmd" not in modules
+    )
     assert data["code"] == 0
     if output == "json":
         result = json.loads(stdout)

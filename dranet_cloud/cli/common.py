@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
@@ -105,6 +105,10 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         help="this node's Kubernetes name, for plugins that read the Node object "
         "(default: $NODE_NAME, the downward API convention)",
     )
+    if "--kubeconfig" not in p._option_string_actions:  # serve has it among its --gc-* flags
+        from .gc_flags import add_kubeconfig_flag
+
+        add_kubeconfig_flag(g)
     g.add_argument(
         "--set",
         dest="settings",
@@ -183,10 +187,12 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
 def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> ProviderOptions:
     """Provider options from the flags, with every ``--set`` checked against its plugin."""
     from ..context import ProviderOptions
-    from ..settings import check_settings
 
     settings = parse_settings(args.settings)
-    check_settings(registry, settings)
+    if settings:  # most nodes pass none: skip importing the checker
+        from ..settings import check_settings
+
+        check_settings(registry, settings)
     return ProviderOptions(
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
@@ -305,6 +311,18 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
     return device
 
 
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Refuse a repeated key, as DRANET's strict decoding of claim configs does."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(
+                f"duplicate field {key!r} (DRANET rejects claim configs that repeat one)"
+            )
+        out[key] = value
+    return out
+
+
 def read_config(path: str | None) -> NetworkConfig | None:
     from pydantic import ValidationError
 
@@ -317,7 +335,7 @@ def read_config(path: str | None) -> NetworkConfig | None:
     except OSError as exc:
         raise ConfigError(f"--config {path}: {exc}") from None
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, object_pairs_hook=_no_duplicate_fields)
     except ValueError as exc:
         raise ConfigError(f"--config {path}: not JSON: {exc}") from None
     try:

@@ -41,11 +41,29 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 log = logging.getLogger("dranet_cloud")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter without ``import shutil`` (and bz2, lzma) on every start.
+
+    ``add_argument`` builds a formatter to check each flag, and the stock one
+    imports shutil for the terminal width; the same width comes from ``os``.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        if kwargs.get("width") is None:
+            try:
+                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(2).columns
+            except (ValueError, OSError):
+                columns = 80
+            kwargs["width"] = columns - 2
+        super().__init__(prog, **kwargs)
+
+
 class Parser(argparse.ArgumentParser):
     """``ArgumentParser`` with abbreviations off; sub-parsers inherit the class."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
 
@@ -98,7 +116,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if exc.name and exc.name.endswith(name):
                 continue  # sub-command not shipped in this build
             raise
-        module.register(sub)
+        if only is not None and "only" in module.register.__code__.co_varnames:
+            module.register(sub, only=only)  # a module with several commands builds just one
+        else:
+            module.register(sub)
     return parser
 
 

@@ -202,6 +202,36 @@ def refuse_without_role(host: ProviderHost) -> None:
         )
 
 
+def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
+    """One line with everything an operator checks first in a sidecar's log."""
+    from .. import __version__
+    from ..ipam import resolve_db_path
+
+    database = "memory (lost at exit)" if args.ipam_memory else resolve_db_path(args.ipam_db)
+    sources = [
+        "kubernetes" if args.gc_kubernetes else "",
+        f"live claims {args.gc_live_claims}" if args.gc_live_claims else "",
+        f"unsafe age {args.gc_unsafe_free_by_age}" if args.gc_unsafe_free_by_age else "",
+    ]
+    gc = (
+        f"every {args.gc_interval} from {' and '.join(x for x in sources if x)}"
+        f" grace {args.gc_grace or 'default'}"
+        if args.gc_interval
+        else "off"
+    )
+    logging.getLogger("dranet_cloud.server").info(
+        "dranet-cloud %s serve on %s: cloud=%s profile=%s profiles=%s database=%s ranges=%s gc=%s",
+        __version__,
+        args.listen,
+        host.cloud or "none",
+        host.profile or "none",
+        ",".join(sorted(host.profile_routes)) or "none",
+        database,
+        ",".join(args.ipam_range) or "none",
+        gc,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..server.listen import ListenAddress
 
@@ -240,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         host = build_host(args)
         try:
             refuse_without_role(host)
+            log_start(args, host)
             server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
             code: int = server.run()
         finally:
@@ -281,6 +312,14 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         unsafe_age=unsafe,
         flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
     )
+    if unsafe is not None:
+        # A flag in a manifest is easy to forget: say in every start-up log what it does.
+        logging.getLogger("dranet_cloud.server").warning(
+            "--gc-unsafe-free-by-age %s: every allocation older than this is freed whether its "
+            "claim still runs or not, so a long-running pod's address goes to another pod; "
+            "for throw-away clusters only, use --gc-kubernetes instead",
+            args.gc_unsafe_free_by_age,
+        )
     settings = CollectorSettings(
         interval.total_seconds(), source=source, grace=grace, unsafe_free_by_age=unsafe
     )

@@ -85,7 +85,16 @@ class KubeError(ProviderUnavailable):
 
 
 class KubeNotFound(KubeError):
-    """The API answered 404 for a named object."""
+    """The API answered 404 for a named object.
+
+    ``object_name`` is ``details.name`` of the API server's ``NotFound``
+    Status, ``None`` when the 404 had none (a path the server does not serve,
+    a proxy's page): only the former says that this object does not exist.
+    """
+
+    def __init__(self, message: str, status: int | None = None, object_name: str | None = None):
+        super().__init__(message, status)
+        self.object_name = object_name
 
 
 @dataclass(frozen=True)
@@ -284,8 +293,18 @@ class KubeClient:
         try:
             with self._deadline(deadline, what):
                 obj = self._client.get(ResourceClaim, name, namespace=namespace)
-        except KubeNotFound:
-            return None
+        except KubeNotFound as exc:
+            # Only the API server's NotFound naming this claim proves it gone; a
+            # bare 404 (resource.k8s.io/v1 not served, a proxy) would free every
+            # live claim on the node.
+            if exc.object_name == name:
+                return None
+            raise KubeError(
+                f"{exc}; a 404 that is not NotFound for {namespace}/{name} proves nothing: "
+                "does this API server serve resource.k8s.io/v1 (Kubernetes 1.34+), and does "
+                "the kubeconfig server URL point at it?",
+                404,
+            ) from exc
         return _identity(obj, what)
 
     def list_resource_claims(
@@ -357,12 +376,14 @@ class KubeClient:
             code = exc.status.code or exc.response.status_code
             reason = exc.status.reason or ""
             message = exc.status.message or ""
-            cls = KubeNotFound if code == 404 else KubeError
-            raise cls(
+            message_text = (
                 f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
-                + _fix_for(code),
-                code,
-            ) from exc
+                + _fix_for(code)
+            )
+            if code == 404:
+                details = exc.status.details if reason == "NotFound" else None
+                raise KubeNotFound(message_text, code, details.name if details else None) from exc
+            raise KubeError(message_text, code) from exc
         except httpx2.HTTPStatusError as exc:
             code = exc.response.status_code
             cls = KubeNotFound if code == 404 else KubeError

@@ -31,6 +31,7 @@ from ..host import ProviderHost
 from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
 from .collector import CollectorSettings, PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
+from .metrics import ServerMetrics
 from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,9 @@ class WebhookServer:
             access_log=options.access_log,
             workers=options.workers,
         )
+        # Prometheus /metrics and per-request counters wrap the protocol app.
+        self.metrics = ServerMetrics(host, lambda: self.collector)
+        self.asgi = self.metrics.wrap(self.app)
         if host.profile_routes or self.collector is not None:
             # Open the store now: a bad --ipam-db fails start-up, not every claim.
             _ = host.context.ipam
@@ -159,7 +163,7 @@ class WebhookServer:
                 "" if opts.tls_cert else " and read the traffic (no --tls-cert)",
             )
         config = uvicorn.Config(
-            self.app,
+            self.asgi,
             http=protocol_class(self.limits),
             loop="auto",  # uvloop when installed
             lifespan="off",

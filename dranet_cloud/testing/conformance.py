@@ -7,12 +7,19 @@ Subclass :class:`PluginConformance` in a test module of the plugin::
     class TestGceConformance(PluginConformance):
         plugin_name = "gce"
 
-By default the environment comes from the plugin's own ``emulator`` and
-``sample_host`` hooks; a plugin without them (a webhook) overrides
-:meth:`PluginConformance.environment`.  The checks are the promises the host
-relies on: roles backed by hooks, no network I/O without local evidence,
-attributes within the Kubernetes limits, configs that validate, profile calls
-idempotent per claim and releases idempotent.
+The suite adapts to the roles the plugin's hooks give it.  Every plugin
+ships a ``sample_host``; a cloud or profile plugin also ships an ``emulator``
+(a plugin without them, such as a webhook, overrides
+:meth:`PluginConformance.environment`).  An **enricher** (only
+``device_attributes``) needs nothing but the sample host: it is checked
+without a cloud plugin, its attributes must fit the Kubernetes limits and
+reach the host's answer, and the cloud-only checks (evidence, device configs)
+and profile checks are skipped with the reason.
+
+The checks are the promises the host relies on: roles backed by hooks, no
+network I/O without local evidence, attributes within the Kubernetes limits,
+configs that validate, profile calls idempotent per claim and releases
+idempotent.  Install ``dranet-cloud[testing]`` for pytest.
 """
 
 from __future__ import annotations
@@ -94,7 +101,19 @@ class PluginConformance:
         sample = registry.call(
             self.plugin_name, "sample_host", dest=tmp_path / "host", variant=self.sample_variant
         )
-        assert sample is not None, "the plugin's sample_host hook returned nothing"
+        assert sample is not None, (
+            f"plugin {self.plugin_name}: the sample_host hook returned nothing; implement it "
+            "(write a fake node with dranet_cloud.testing.HostRootBuilder) or override "
+            "environment()"
+        )
+        roles = registry.roles(self.plugin_name)
+        if not registry.implements(self.plugin_name, "emulator"):
+            assert not {"cloud", "profile"} & set(roles), (
+                f"plugin {self.plugin_name} has roles {roles} but no emulator hook; implement "
+                "it (dranet_cloud.testing.Emulator) or override environment()"
+            )
+            yield ConformanceEnvironment({}, sample.root, sample.claim_device)
+            return
         emu = registry.call(
             self.plugin_name, "emulator", fixture=sample.fixture, listen="127.0.0.1:0", faults=None
         )
@@ -159,6 +178,8 @@ class PluginConformance:
     def test_sample_host_is_evidence(
         self, registry: PluginRegistry, conformance_env: ConformanceEnvironment
     ) -> None:
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin recognises its environment")
         context = ProviderContext(
             host_root=HostRoot(conformance_env.host_root),
             env=conformance_env.env,
@@ -193,6 +214,10 @@ class PluginConformance:
                 assert attribute_value_problem(attr) is None, (dev.name, name, attr)
             seen_any |= bool(raw)
         assert seen_any, "no NIC of the sample host got any attribute"
+        if "enricher" in registry.roles(self.plugin_name):
+            # Added on top of whatever cloud is active, here none: the host publishes them.
+            published = {name for dev in devices for name in started_host.device_attributes(dev)}
+            assert published, "the host published none of the enricher's attributes"
 
     def test_no_device_exceeds_the_limit_with_dranets_own(
         self, registry: PluginRegistry, started_host: ProviderHost
@@ -218,6 +243,8 @@ class PluginConformance:
     def test_device_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost
     ) -> None:
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin gives device configs")
         configs = [
             started_host.device_config(d) for d in started_host.context.host_root.net_devices()
         ]
