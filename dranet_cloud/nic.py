@@ -32,6 +32,7 @@ import contextvars
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -377,24 +378,55 @@ def described_nic(device: DeviceIdentifiers) -> LocalNic:
     )
 
 
-# One resolution per request: the host, the plugin and the IPAM owner each ask
-# for the same NIC during one call; within a resolution_scope() they share it.
-_MEMO: contextvars.ContextVar[dict[tuple[int, str, str, str], LocalNic] | None] = (
-    contextvars.ContextVar("dranet_cloud_nic_memo", default=None)
+_MemoKey = tuple[int, str, str, str]
+
+
+class ResolutionMemo:
+    """Resolved NICs kept for ``ttl`` seconds (at most ``max_entries``).
+
+    The host, the plugin and the IPAM owner each resolve the same NIC during
+    one call, and a server resolves it again for every kubelet retry: the
+    sysfs walk was about 40 % of a retry's cost.  A NIC's identity (its MAC,
+    else PCI address) does not change in a second; a memo of ``ttl=0`` lasts
+    only for the scope it is used in.
+    """
+
+    def __init__(self, ttl: float = 0.0, max_entries: int = 4096) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: dict[_MemoKey, tuple[float, LocalNic]] = {}
+
+    def get(self, key: _MemoKey) -> LocalNic | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        born, nic = entry
+        if self.ttl and time.monotonic() - born > self.ttl:
+            return None
+        return nic
+
+    def put(self, key: _MemoKey, nic: LocalNic) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()  # bounded; rebuilt from sysfs as needed
+        self._entries[key] = (time.monotonic(), nic)
+
+
+_MEMO: contextvars.ContextVar[ResolutionMemo | None] = contextvars.ContextVar(
+    "dranet_cloud_nic_memo", default=None
 )
 
 
 @contextlib.contextmanager
-def resolution_scope() -> Iterator[None]:
-    """Within the block, :func:`resolve_nic` reads sysfs once per distinct device.
+def resolution_scope(memo: ResolutionMemo | None = None) -> Iterator[None]:
+    """Within the block, :func:`resolve_nic` answers from ``memo`` (a fresh one by default).
 
-    For one request (a server call): the NIC cannot usefully change within
-    it, and reading sysfs three times per claim is most of a retry's cost.
+    A fresh memo shares one resolution per distinct device within the block
+    (one request); a long-lived memo with a ``ttl`` also spans requests.
     """
     if _MEMO.get() is not None:
         yield
         return
-    token = _MEMO.set({})
+    token = _MEMO.set(memo if memo is not None else ResolutionMemo())
     try:
         yield
     finally:
@@ -409,7 +441,8 @@ def resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     key = (id(host_root), device.mac_address or "", device.pci_address or "", device.name or "")
     nic = memo.get(key)
     if nic is None:
-        nic = memo[key] = _resolve_nic(host_root, device)
+        nic = _resolve_nic(host_root, device)
+        memo.put(key, nic)
     return nic
 
 
@@ -459,7 +492,7 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
         elif mac is None:
             function = _pci_function(host_root, want_pci, given)
             if function is not None:
-                _check_name(function, ifnames, devs, "PCI address")
+                _check_name(host_root, function, ifnames, name_pci, devs, "PCI address")
                 return function
     if chosen is None and ifnames and mac is None and pci is None:
         for dev in devs:
@@ -469,7 +502,7 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     if chosen is None:
         return described_nic(device)
     nic = _from_netdev(host_root, chosen, given)
-    _check_name(nic, ifnames, devs, how)
+    _check_name(host_root, nic, ifnames, name_pci, devs, how)
     if mac is not None and how != "MAC":
         _conflicts.warn(
             ("mac", mac, nic.identity),
@@ -495,13 +528,29 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     return nic
 
 
-def _check_name(nic: LocalNic, ifnames: list[str], devs: list[_Netdev], how: str) -> None:
-    """Log when the name given is another NIC's than the one matched by MAC or PCI."""
+def _check_name(
+    root: HostRoot,
+    nic: LocalNic,
+    ifnames: list[str],
+    name_pci: str | None,
+    devs: list[_Netdev],
+    how: str,
+) -> None:
+    """Log when the name given is another NIC's than the one matched by MAC or PCI.
+
+    ``name_pci`` is the PCI address a gen1 DRA device name (``pci-...``)
+    stands for: no netdev carries that name, so the NIC it names is found by
+    its PCI function.
+    """
     if not ifnames or nic.ifname in ifnames:
         return
     if nic.dra_name is not None and nic.dra_name in ifnames:
         return
     other = next((d.name for d in devs if d.name in ifnames), None)
+    if other is None and name_pci is not None and name_pci != nic.pci_address:
+        other = next((d.name for d in devs if d.pci == name_pci), None)
+        if other is None and root.path(f"/sys/bus/pci/devices/{name_pci}").exists():
+            other = f"(no netdev)/{name_pci}"
     if other is None:
         return  # a name no local NIC carries (yet): nothing contradicts the match
     _conflicts.warn(

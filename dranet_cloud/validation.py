@@ -373,7 +373,8 @@ def validate_network_config(config: NetworkConfig) -> NetworkConfig:
     """
     early = [e for e in _interface_errors(config) if e.endswith("[dhcp-with-addressing]")]
     defaulted = default_network_config(config)
-    errors = early + validation_errors(defaulted)
+    # Defaulting keeps a conflicting ``dhcp``, so the late pass sees it again.
+    errors = early + [e for e in validation_errors(defaulted) if e not in early]
     if errors:
         raise ConfigInvalid(errors)
     return defaulted

@@ -294,6 +294,10 @@ def kubectl_json(uids: list[str], **meta: str) -> str:
         ("PAGED", "is one page of a paged list"),
         ('{"kind": "PodList", "items": []}', "not a ResourceClaimList"),
         ("uid a\n# complete\n", "is not a claim UID"),
+        # `kubectl get resourceclaims -A -o name` names claims, not UIDs: read as
+        # UIDs, no live claim would match and every allocation would be freed.
+        ("resourceclaim.resource.k8s.io/a\n# complete\n", "is not a claim UID"),
+        ("team/a\n# complete\n", "is not a claim UID"),
     ],
 )
 def test_unusable_claims_files_free_nothing(
@@ -375,3 +379,20 @@ def test_collector_with_kubernetes_logs_failures_and_frees_on_proof(
     assert held_uids(store) == {uids["a"]}
     assert f"(claim uid {uids['b']} is gone)" in caplog.text
     assert collector.failed_runs == 1 and collector.freed_total == 4
+
+
+def test_serve_warns_when_age_alone_frees(caplog: pytest.LogCaptureFixture) -> None:
+    """The unsafe opt-in frees running claims' addresses: the log must say so at start-up."""
+    from dranet_cloud.cli import serve_cmd
+
+    top = argparse.ArgumentParser(prog="dranet-cloud")
+    serve_cmd.register(top.add_subparsers(dest="command", required=True))
+    base = ["serve", "--ipam-memory", "--ipam-range", "10.0.0.0/24", "--gc-interval", "1m"]
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud"):
+        serve_cmd._gc_settings(top.parse_args([*base, "--gc-live-claims", "/nonexistent"]))
+        assert "unsafe" not in caplog.text.lower()
+        settings, _ = serve_cmd._gc_settings(
+            top.parse_args([*base, "--gc-unsafe-free-by-age", "24h"])
+        )
+    assert settings.unsafe_free_by_age == timedelta(hours=24)
+    assert "--gc-unsafe-free-by-age" in caplog.text and "--gc-kubernetes" in caplog.text

@@ -576,7 +576,7 @@ def test_health_reports_a_store_that_cannot_be_written_and_recovers(
 
 def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
     from dranet_cloud.hostroot import HostRoot
-    from dranet_cloud.nic import resolution_scope, resolve_nic
+    from dranet_cloud.nic import ResolutionMemo, resolution_scope, resolve_nic
 
     root = HostRoot(str(tmp_path))
     dev = DeviceIdentifiers(name="eth1", mac_address="0c:42:a1:00:00:11")
@@ -586,3 +586,12 @@ def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
         assert resolve_nic(root, dev) is first
         assert resolve_nic(root, DeviceIdentifiers(name="eth2")) is not first
     assert resolve_nic(root, dev) is not first
+    # The server's memo spans requests, for a bounded time only.
+    memo = ResolutionMemo(ttl=0.05)
+    with resolution_scope(memo):
+        kept = resolve_nic(root, dev)
+    with resolution_scope(memo):
+        assert resolve_nic(root, dev) is kept
+    time.sleep(0.1)
+    with resolution_scope(memo):
+        assert resolve_nic(root, dev) is not kept

@@ -214,6 +214,15 @@ def test_every_error_is_reported() -> None:
     assert {"mtu-minimum", "arp-announce", "route-destination", "route-gateway"} <= tags
 
 
+def test_each_problem_is_reported_once() -> None:
+    # The dhcp/addressing conflict is checked before defaulting and survives
+    # it; the operator should read it once, not twice, in a 400 body.
+    doc = {"interface": {"dhcp": True, "addressing": "DHCP"}}
+    with pytest.raises(ConfigInvalid) as err:
+        validate_network_config(parse_peer_config(doc))
+    assert len(err.value.errors) == len(set(err.value.errors)) == 1, err.value.errors
+
+
 @pytest.mark.parametrize(
     ("text", "size"),
     [

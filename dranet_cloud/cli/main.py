@@ -116,7 +116,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if exc.name and exc.name.endswith(name):
                 continue  # sub-command not shipped in this build
             raise
-        module.register(sub)
+        if only is not None and "only" in module.register.__code__.co_varnames:
+            module.register(sub, only=only)  # a module with several commands builds just one
+        else:
+            module.register(sub)
     return parser
 
 

@@ -22,12 +22,18 @@ if TYPE_CHECKING:
     from ..detection import DetectionResult
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("detect", help="decide which cloud plugin this node uses")
-    add_provider_flags(p)
-    add_output_flag(p)
-    p.set_defaults(func=run_detect)
+def register(sub: Any, only: str | None = None) -> None:
+    """The three commands, or with ``only`` just that one (start-up cost of ``detect``)."""
+    if only in (None, "detect"):
+        p = sub.add_parser("detect", help="decide which cloud plugin this node uses")
+        add_provider_flags(p)
+        add_output_flag(p)
+        p.set_defaults(func=run_detect)
+    if only in (None, "describe", "profile"):
+        _register_describe_profile(sub)
 
+
+def _register_describe_profile(sub: Any) -> None:
     p = sub.add_parser("describe", help="attributes and config of the node's NICs")
     add_provider_flags(p)
     add_output_flag(p)

@@ -312,6 +312,14 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         unsafe_age=unsafe,
         flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
     )
+    if unsafe is not None:
+        # A flag in a manifest is easy to forget: say in every start-up log what it does.
+        logging.getLogger("dranet_cloud.server").warning(
+            "--gc-unsafe-free-by-age %s: every allocation older than this is freed whether its "
+            "claim still runs or not, so a long-running pod's address goes to another pod; "
+            "for throw-away clusters only, use --gc-kubernetes instead",
+            args.gc_unsafe_free_by_age,
+        )
     settings = CollectorSettings(
         interval.total_seconds(), source=source, grace=grace, unsafe_free_by_age=unsafe
     )

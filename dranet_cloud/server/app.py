@@ -52,7 +52,7 @@ from ..models import (
     parse_peer_config,
     parse_profile_request,
 )
-from ..nic import resolution_scope
+from ..nic import ResolutionMemo, resolution_scope
 from .docs import documentation_app
 from .middleware import (
     ASGIApp,
@@ -222,10 +222,9 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
         )
 
 
-def _in_scope(job: Callable[[], Reply]) -> Reply:
-    """Run a job with NIC resolution memoized for its duration (one sysfs walk per call)."""
-    with resolution_scope():
-        return job()
+# Resolved NICs are reused for a second across requests: a kubelet retry or
+# the other device calls of one claim do not walk sysfs again.
+NIC_MEMO_SECONDS = 1.0
 
 
 def _settle(fut: asyncio.Future[Reply], value: Any, ok: bool) -> None:
@@ -248,6 +247,7 @@ class WorkerPool:
     """
 
     def __init__(self, size: int) -> None:
+        self._memo = ResolutionMemo(ttl=NIC_MEMO_SECONDS)
         self._jobs: queue.SimpleQueue[
             tuple[asyncio.AbstractEventLoop, asyncio.Future[Reply], Callable[[], Reply]] | None
         ] = queue.SimpleQueue()
@@ -271,7 +271,8 @@ class WorkerPool:
                 return
             loop, fut, job = item
             try:
-                value: Any = _in_scope(job)
+                with resolution_scope(self._memo):
+                    value: Any = job()
                 ok = True
             except BaseException as exc:  # handed to the awaiting request
                 value, ok = exc, False

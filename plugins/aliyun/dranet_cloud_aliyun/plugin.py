@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.settings import Setting
 
 from . import detection
 
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.settings import Setting
     from dranet_cloud.testing.emulator import Emulator
 
     from .snapshot import AliyunInstance

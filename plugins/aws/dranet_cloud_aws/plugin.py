@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.settings import Setting
 
 from . import detection
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.settings import Setting
     from dranet_cloud.testing.emulator import Emulator
 
 
@@ -121,6 +121,8 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 @hookimpl
 def plugin_settings() -> list[Setting]:
     """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.imds`)."""
+    from dranet_cloud.settings import Setting
+
     return [
         Setting("allow_imdsv1", "bool", "accept an IMDS that issues no session tokens"),
         Setting("endpoint_mode", "choice", "IMDS over IPv4 or IPv6", ("ipv4", "ipv6")),

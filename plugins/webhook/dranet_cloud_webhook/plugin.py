@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
-from dranet_cloud.settings import Setting
 
 from .detection import PLUGIN, configured_url
 
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.settings import Setting
     from dranet_cloud.testing.emulator import Emulator
 
     from .snapshot import WebhookInstance
@@ -202,6 +202,8 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 @hookimpl
 def plugin_settings() -> list[Setting]:
     """TLS files and timeouts of the BYODP client (see :mod:`.endpoint`)."""
+    from dranet_cloud.settings import Setting
+
     return [
         Setting("ca_bundle", "path", "CA bundle that signs the webhook's certificate"),
         Setting("client_cert", "path", "client certificate for mutual TLS"),
