@@ -237,3 +237,23 @@ def test_fatal_errors_are_json_lines_under_log_format_json(
     assert (
         "unrecognized arguments: --cloud-provider" in json_lines(capsys.readouterr().err)[-1]["msg"]
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"interface": {"type": "IPVLAN"}, "interface": {"type": "Passthrough"}}', "interface"),
+        ('{"interface": {"mtu": 9000, "mtu": 1500}}', "mtu"),
+    ],
+)
+def test_config_with_a_duplicate_field_is_refused(tmp_path: Path, text: str, field: str) -> None:
+    # DRANET decodes claim configs with sigs.k8s.io/json's UnmarshalStrict,
+    # which rejects duplicate fields; `profile get` must not accept a config
+    # (silently taking the last copy) that the daemon refuses.
+    from dranet_cloud.cli.common import read_config
+    from dranet_cloud.errors import ConfigError
+
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"duplicate field '{field}'"):
+        read_config(str(path))
