@@ -51,7 +51,10 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         "--cloud-provider-hint",
         default=os.environ.get("DRANET_CLOUD_PROVIDER_HINT", ""),
         metavar="NAME",
-        help="cloud plugin to use (gce, aws, alibaba/aliyun, webhook, none); empty = auto-detect",
+        help=(
+            "cloud plugin to use: an installed plugin's name or alias (DRANET's spellings "
+            "work; see `dranet-cloud plugins`), webhook, or none; empty = auto-detect"
+        ),
     )
     g.add_argument(
         "--profile-provider",
