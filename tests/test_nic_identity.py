@@ -338,6 +338,24 @@ def test_migrated_rows_are_found_under_every_form(tmp_path: Path) -> None:
         assert len(store.list()) == 5
 
 
+def test_a_migrated_row_learns_the_names_and_mac_its_nic_is_found_under(tmp_path: Path) -> None:
+    # `ipam list` shows every name a NIC was seen under; schema-1 rows found
+    # again under the NIC's MAC identity are tied to that MAC from then on, so
+    # another NIC that later takes the old name "eth1" does not match them.
+    db = schema1_db(tmp_path / "ipam.db")
+    root = HostRoot(HostRootBuilder(tmp_path / "root").nic("eth1", MAC_A, pci=PCI_A).build())
+    with SqliteStore(db) as store:
+        gen2 = nic_owner(root, "local-ipam", DeviceIdentifiers(name="eth1"), "claim-both")
+        assert store.allocate(gen2, [V4]) == ["10.20.0.112/32"]
+        rows = [a for a in store.list() if a.owner.claim_uid == "claim-both"]
+        assert {a.owner.device for a in rows} == {"eth1", "pci-0000-00-05-0"}
+        for row in rows:
+            assert {"name:eth1", "name:pci-0000-00-05-0", f"mac:{MAC_A}"} <= row.owner.keys
+        other = Owner("local-ipam", f"mac:{MAC_B}", "claim-both", frozenset({"name:eth1"}))
+        assert store.release(other) == []
+        assert store.release(gen2) == ["10.20.0.112/32", "10.20.0.235/32"]
+
+
 # --- --ipam-range selectors ---------------------------------------------------------------
 
 
