@@ -274,3 +274,12 @@ def test_tls_files_that_are_not_pem_are_a_usage_error(
     assert code == 2, err
     assert "--tls-cert" in err and "--tls-key" in err and "PEM" in err
     assert not sock.exists()
+
+
+def test_profile_provider_typo_suggests_cloud(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'cloud' (the default) is a valid --profile-provider: list it and suggest it."""
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--profile-provider", "clod")
+    assert code == 2
+    assert "'cloud'" in err and "did you mean 'cloud'?" in err
