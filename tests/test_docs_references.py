@@ -28,3 +28,9 @@ def _exists(doc: Path, name: str) -> bool:
 def test_cited_files_exist(doc: Path) -> None:
     missing = [n for n in CITED.findall(doc.read_text()) if not _exists(doc, n)]
     assert not missing, f"{doc.relative_to(ROOT)} cites files not in the repository: {missing}"
+
+
+def test_server_extra_install_works_from_a_clone() -> None:
+    """dranet-cloud is not on an index: the server doc must say the clone's form."""
+    text = (ROOT / "docs" / "byodp-server.md").read_text()
+    assert "pip install './[server]'" in text

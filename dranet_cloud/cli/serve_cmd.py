@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(
             f"serve needs FastAPI and uvicorn ({exc}); install them with "
-            "pip install 'dranet-cloud[server]'"
+            "pip install './[server]' from a clone (README, Install)"
         ) from exc
     gc, close_source = _gc_settings(args)
     options = ServeOptions(
