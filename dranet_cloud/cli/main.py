@@ -16,13 +16,13 @@ logs the traceback of an unexpected one).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DranetCloudError
+from ..lazylog import LazyLogger, defer
 
 # Sub-command -> module, in help order.
 COMMANDS = {
@@ -38,7 +38,7 @@ COMMANDS = {
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
-log = logging.getLogger("dranet_cloud")
+log = LazyLogger("dranet_cloud")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -167,12 +167,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = ["--log-format", log_format, *rest]
     args = parser.parse_args(rest)
     args.verbose += verbose
-    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    from ..logsetup import configure
 
-    configure(level, args.log_format)
-    # httpx logs every request at INFO; only -vv should show that.
-    logging.getLogger("httpx").setLevel(level if args.verbose >= 2 else logging.WARNING)
+    def configure_logging() -> None:
+        from ..logsetup import configure_cli
+
+        configure_cli(args.verbose, args.log_format)
+
+    if getattr(args, "lazy_logging", False):
+        # `detect` on a node with no evidence logs nothing: import logging
+        # only when a line is logged (see dranet_cloud.lazylog).
+        defer(configure_logging)
+    else:
+        configure_logging()
     try:
         code: int = args.func(args)
         return code
