@@ -128,6 +128,17 @@ class LocalIpamConfig:
                     own.append(rng)
         return own
 
+    def unchecked_names(self, nic: LocalNic) -> list[str]:
+        """Name selectors that cannot be checked against ``nic``, which has none of its own.
+
+        A NIC the node's files do not show, sent without its interface name
+        (a gen1 DRA device name ``pci-...``, a PCI address only): any
+        ``IFNAME=`` selector may be its range, so the default would be a guess.
+        """
+        if nic.found or nic.ifname is not None or self._own(nic):
+            return []
+        return sorted(value for kind, value in self.device_ranges if kind == "name")
+
     def for_nic(self, nic: LocalNic) -> list[IPRange]:
         """The NIC's ranges, one per family, its own before the defaults."""
         own = self._own(nic)
@@ -169,6 +180,16 @@ class LocalIpamPlugin:
     ) -> NetworkConfig | None:
         def ranges() -> list[IPRange]:
             nic = resolve_nic(context.host_root, device)
+            unchecked = self.config.unchecked_names(nic)
+            if unchecked:
+                raise ProfileDenied(
+                    f"local-ipam: device {device.label()} is not under host root "
+                    f"{context.host_root.root}, so its interface name is unknown and the "
+                    f"selector(s) {', '.join(n + '=' for n in unchecked)} cannot be checked; "
+                    "rather than guess the default range: point --host-root at the node's "
+                    "/sys, or select this NIC with mac=MAC= or pci=ADDRESS=",
+                    status=500,
+                )
             found = self.config.for_nic(nic)
             if not found:
                 selector = (

@@ -492,7 +492,7 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
         elif mac is None:
             function = _pci_function(host_root, want_pci, given)
             if function is not None:
-                _check_name(function, ifnames, devs, "PCI address")
+                _check_name(host_root, function, ifnames, name_pci, devs, "PCI address")
                 return function
     if chosen is None and ifnames and mac is None and pci is None:
         for dev in devs:
@@ -502,7 +502,7 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     if chosen is None:
         return described_nic(device)
     nic = _from_netdev(host_root, chosen, given)
-    _check_name(nic, ifnames, devs, how)
+    _check_name(host_root, nic, ifnames, name_pci, devs, how)
     if mac is not None and how != "MAC":
         _conflicts.warn(
             ("mac", mac, nic.identity),
@@ -528,13 +528,29 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
     return nic
 
 
-def _check_name(nic: LocalNic, ifnames: list[str], devs: list[_Netdev], how: str) -> None:
-    """Log when the name given is another NIC's than the one matched by MAC or PCI."""
+def _check_name(
+    root: HostRoot,
+    nic: LocalNic,
+    ifnames: list[str],
+    name_pci: str | None,
+    devs: list[_Netdev],
+    how: str,
+) -> None:
+    """Log when the name given is another NIC's than the one matched by MAC or PCI.
+
+    ``name_pci`` is the PCI address a gen1 DRA device name (``pci-...``)
+    stands for: no netdev carries that name, so the NIC it names is found by
+    its PCI function.
+    """
     if not ifnames or nic.ifname in ifnames:
         return
     if nic.dra_name is not None and nic.dra_name in ifnames:
         return
     other = next((d.name for d in devs if d.name in ifnames), None)
+    if other is None and name_pci is not None and name_pci != nic.pci_address:
+        other = next((d.name for d in devs if d.pci == name_pci), None)
+        if other is None and root.path(f"/sys/bus/pci/devices/{name_pci}").exists():
+            other = f"(no netdev)/{name_pci}"
     if other is None:
         return  # a name no local NIC carries (yet): nothing contradicts the match
     _conflicts.warn(

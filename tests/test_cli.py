@@ -207,3 +207,18 @@ def test_kubeconfig_flag_on_every_command_that_reads_the_api(
     code = main([*argv, "--node-name", "n1", "--kubeconfig", str(missing)])
     err = capsys.readouterr().err
     assert code == 2 and f"no kubeconfig file at {missing} (--kubeconfig)" in err, err
+
+
+def test_provider_hint_help_names_no_fixed_list_of_clouds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The core names no cloud: the hint's help points at `dranet-cloud plugins`, so a
+    plugin installed later (cks, azure, oci, a vendor's) is not missing from it."""
+    from dranet_cloud.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["describe", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    hint = out[out.index("--cloud-provider-hint NAME cloud") :][:300]
+    assert "dranet-cloud plugins" in hint
+    assert "gce" not in hint.lower()

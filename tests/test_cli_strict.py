@@ -209,3 +209,23 @@ def test_health_without_a_server_fails_without_traceback(
     assert code == 1 and "unhealthy" in err
     code, err = err_of(capsys, "health", "--listen", "unix://relative.sock")
     assert code == 2 and "unix:///" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"interface": {"type": "IPVLAN"}, "interface": {"type": "Passthrough"}}', "interface"),
+        ('{"interface": {"mtu": 9000, "mtu": 1500}}', "mtu"),
+    ],
+)
+def test_config_with_a_duplicate_field_is_refused(tmp_path: Path, text: str, field: str) -> None:
+    # DRANET decodes claim configs with sigs.k8s.io/json's UnmarshalStrict,
+    # which rejects duplicate fields; `profile get` must not accept a config
+    # (silently taking the last copy) that the daemon refuses.
+    from dranet_cloud.cli.common import read_config
+    from dranet_cloud.errors import ConfigError
+
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"duplicate field '{field}'"):
+        read_config(str(path))

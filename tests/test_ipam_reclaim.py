@@ -294,6 +294,10 @@ def kubectl_json(uids: list[str], **meta: str) -> str:
         ("PAGED", "is one page of a paged list"),
         ('{"kind": "PodList", "items": []}', "not a ResourceClaimList"),
         ("uid a\n# complete\n", "is not a claim UID"),
+        # `kubectl get resourceclaims -A -o name` names claims, not UIDs: read as
+        # UIDs, no live claim would match and every allocation would be freed.
+        ("resourceclaim.resource.k8s.io/a\n# complete\n", "is not a claim UID"),
+        ("team/a\n# complete\n", "is not a claim UID"),
     ],
 )
 def test_unusable_claims_files_free_nothing(

@@ -233,3 +233,28 @@ def test_emulate_kubernetes_command(tmp_path: Path) -> None:
         proc.wait(30)
     assert proc.returncode == 0
     assert not os.path.exists(kubeconfig)  # removed on stop
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "- a\n", "clusters: 5\ncontexts: []\nusers: []\n", "a: [\n", "apiVersion: v1\n"],
+    ids=["empty", "list", "bad-clusters", "bad-yaml", "no-clusters"],
+)
+def test_malformed_kubeconfig_is_a_config_error_naming_the_file(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken kubeconfig is the operator's to fix (exit 2, the file named), not a bug."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    path = tmp_path / "kc"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"kubeconfig {path}.*kubectl config view"):
+        load_config(str(path))
+
+
+def test_a_refused_node_read_names_the_node_permission(
+    kube: KubernetesEmulator, kube_client: KubeClient
+) -> None:
+    """A 403 on the Node (CKS) must say to grant get on nodes, not lead with claims."""
+    kube.fail(403)
+    with pytest.raises(KubeError, match=r"answered 403.*; grant get on nodes \(core group\)"):
+        kube_client.get_node("n1")

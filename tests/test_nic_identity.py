@@ -12,7 +12,7 @@ import pytest
 
 from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import AddressConflict, ConfigError
+from dranet_cloud.errors import AddressConflict, ConfigError, ProfileDenied
 from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
@@ -107,6 +107,23 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     moved = resolve_nic(root, DeviceIdentifiers(mac_address=MAC_B, pci_address=PCI_A))
     assert (moved.ifname, moved.identity) == ("eth1", f"mac:{MAC_A}")
     assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
+
+
+def test_a_dra_device_name_of_another_nic_is_a_logged_conflict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # gen1 DRANET sends the DRA device name: pci-0000-00-07-0 is the EFA
+    # function, not NIC A.  The MAC (or PCI address) decides, and says so.
+    root = node(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.nic")
+    nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", mac_address=MAC_A))
+    assert (nic.ifname, nic.identity) == ("eth1", f"mac:{MAC_A}")
+    assert "'pci-0000-00-07-0'" in caplog.text and "answering for eth1" in caplog.text
+    caplog.clear()
+    # The same conflict again (here through the PCI address) is logged once only.
+    nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", pci_address=PCI_A))
+    assert nic.ifname == "eth1"
+    assert caplog.text == ""
 
 
 def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:
@@ -321,6 +338,24 @@ def test_migrated_rows_are_found_under_every_form(tmp_path: Path) -> None:
         assert len(store.list()) == 5
 
 
+def test_a_migrated_row_learns_the_names_and_mac_its_nic_is_found_under(tmp_path: Path) -> None:
+    # `ipam list` shows every name a NIC was seen under; schema-1 rows found
+    # again under the NIC's MAC identity are tied to that MAC from then on, so
+    # another NIC that later takes the old name "eth1" does not match them.
+    db = schema1_db(tmp_path / "ipam.db")
+    root = HostRoot(HostRootBuilder(tmp_path / "root").nic("eth1", MAC_A, pci=PCI_A).build())
+    with SqliteStore(db) as store:
+        gen2 = nic_owner(root, "local-ipam", DeviceIdentifiers(name="eth1"), "claim-both")
+        assert store.allocate(gen2, [V4]) == ["10.20.0.112/32"]
+        rows = [a for a in store.list() if a.owner.claim_uid == "claim-both"]
+        assert {a.owner.device for a in rows} == {"eth1", "pci-0000-00-05-0"}
+        for row in rows:
+            assert {"name:eth1", "name:pci-0000-00-05-0", f"mac:{MAC_A}"} <= row.owner.keys
+        other = Owner("local-ipam", f"mac:{MAC_B}", "claim-both", frozenset({"name:eth1"}))
+        assert store.release(other) == []
+        assert store.release(gen2) == ["10.20.0.112/32", "10.20.0.235/32"]
+
+
 # --- --ipam-range selectors ---------------------------------------------------------------
 
 
@@ -363,6 +398,32 @@ def test_local_ipam_gives_the_same_address_in_every_form(tmp_path: Path) -> None
     assert plugin.release_profile_config(context, None, forms()[-1], "claim", None)
     assert context.ipam.list() == []
     assert PLUGIN_NAME == "local-ipam"
+
+
+def test_local_ipam_never_falls_back_when_a_name_selector_cannot_be_checked(
+    tmp_path: Path,
+) -> None:
+    # The node's files do not show the NIC and DRANET sent its gen1 DRA name:
+    # its interface name is unknown, so "eth1=" may be its range; the default
+    # would be a silent guess.  Denied, naming the fix, and nothing allocated.
+    root = HostRootBuilder(tmp_path / "root").build()
+    context = ProviderContext(
+        host_root=HostRoot(root), ipam_factory=lambda: SqliteStore(tmp_path / "db")
+    )
+    config = NetworkConfig.model_validate({"profile": "local-ipam", "interface": {}})
+    gen1 = DeviceIdentifiers(name="pci-0000-00-05-0", mac_address=MAC_A, pci_address=PCI_A)
+    plugin = LocalIpamPlugin(LocalIpamConfig.parse(["10.0.0.0/24", "eth1=10.1.0.0/24"]))
+    with pytest.raises(ProfileDenied, match="eth1=") as denied:
+        plugin.profile_config(context, None, gen1, "claim", config)
+    assert denied.value.status == 500 and "--host-root" in denied.value.message
+    assert context.ipam.list() == []
+    # The interface name was sent (gen2), or no name selector exists: no guess.
+    gen2 = DeviceIdentifiers(name="eth1", mac_address=MAC_A, pci_address=PCI_A)
+    got = plugin.profile_config(context, None, gen2, "claim", config)
+    assert got is not None and (got.interface.addresses or [""])[0].startswith("10.1.0.")
+    plain = LocalIpamPlugin(LocalIpamConfig.parse(["10.0.0.0/24", f"mac={MAC_B}=10.2.0.0/24"]))
+    got = plain.profile_config(context, None, gen1, "other", config)
+    assert got is not None and (got.interface.addresses or [""])[0].startswith("10.0.0.")
 
 
 def test_the_names_of_a_nic_are_forgotten_with_its_last_allocation(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
@@ -50,7 +50,10 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         "--cloud-provider-hint",
         default=os.environ.get("DRANET_CLOUD_PROVIDER_HINT", ""),
         metavar="NAME",
-        help="cloud plugin to use (gce, aws, alibaba/aliyun, webhook, none); empty = auto-detect",
+        help=(
+            "cloud plugin to use: an installed plugin's name or alias (DRANET's spellings "
+            "work; see `dranet-cloud plugins`), webhook, or none; empty = auto-detect"
+        ),
     )
     g.add_argument(
         "--profile-provider",
@@ -312,6 +315,18 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
     return device
 
 
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Refuse a repeated key, as DRANET's strict decoding of claim configs does."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(
+                f"duplicate field {key!r} (DRANET rejects claim configs that repeat one)"
+            )
+        out[key] = value
+    return out
+
+
 def read_config(path: str | None) -> NetworkConfig | None:
     from pathlib import Path
 
@@ -326,7 +341,7 @@ def read_config(path: str | None) -> NetworkConfig | None:
     except OSError as exc:
         raise ConfigError(f"--config {path}: {exc}") from None
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, object_pairs_hook=_no_duplicate_fields)
     except ValueError as exc:
         raise ConfigError(f"--config {path}: not JSON: {exc}") from None
     try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -63,6 +64,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "# complete"
+# What a claim UID may hold (the server accepts no other): a line outside it is no UID.
+_UID_LINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 DEFAULT_GRACE = timedelta(minutes=2)
 MAX_CLAIMS_FILE_BYTES = 64 << 20
 DEFAULT_RUN_TIMEOUT = 60.0  # seconds for every API call of one reclaim run
@@ -204,10 +207,13 @@ def parse_claims_text(text: str, where: str) -> frozenset[str]:
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue
-        if any(ch.isspace() for ch in entry) or len(entry) > 128:
+        if len(entry) > 128 or not _UID_LINE.fullmatch(entry):
+            # Names (`kubectl get -o name`, ns/name) match no UID: read as UIDs they
+            # would make every live claim look gone.
             raise NothingProven(
                 f"the live claims file {where} line {number}: {entry[:60]!r} is not a claim "
-                f"UID; nothing was freed; {hint}",
+                "UID (letters, digits and ._:- as in metadata.uid; `-o name` prints names, "
+                f"not UIDs); nothing was freed; {hint}",
                 exit_code=2,
             )
         uids.add(entry)

@@ -541,10 +541,25 @@ class SqliteStore:
         )
 
     @staticmethod
-    def _record(conn: sqlite3.Connection, owner: Owner) -> None:
+    def _record(conn: sqlite3.Connection, owner: Owner, devices: Sequence[str] = ()) -> None:
+        """Record the owner's keys under its identity and under every linked
+        identity among ``devices`` that holds rows (a schema-1 name, a form
+        the NIC was allocated under before): those rows then show every name
+        in ``ipam list`` and are tied to the NIC's MAC/PCI address, so a NIC
+        that later takes the old name does not match them."""
+        targets = {owner.device}
+        others = [d for d in devices if d != owner.device]
+        if others:
+            marks = ", ".join("?" for _ in others)
+            targets.update(
+                str(d)
+                for (d,) in conn.execute(
+                    f"SELECT DISTINCT device FROM allocations WHERE device IN ({marks})", others
+                )
+            )
         conn.executemany(
             "INSERT OR IGNORE INTO device_keys (device, key) VALUES (?, ?)",
-            [(owner.device, k) for k in sorted(owner.all_keys)],
+            [(d, k) for d in sorted(targets) for k in sorted(owner.all_keys)],
         )
 
     @staticmethod
@@ -650,7 +665,7 @@ class SqliteStore:
                 self._insert(conn, alloc)
                 result.append(alloc.address)
             if held or result:
-                self._record(conn, main)
+                self._record(conn, main, devices)
                 self._fill_claim(conn, owner, devices, claim)
             return result
 
@@ -678,7 +693,7 @@ class SqliteStore:
                         "release the holder's claim"
                     )
             if wanted:
-                self._record(conn, main)
+                self._record(conn, main, devices)
                 self._fill_claim(conn, owner, devices, claim)
             return [host_cidr(a) for a in wanted]
 

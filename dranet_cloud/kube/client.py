@@ -184,6 +184,28 @@ def _in_cluster_available(sa_dir: str) -> bool:
     )
 
 
+def _kubeconfig_from_file(path: str) -> SingleConfig | None:
+    """The current context of the kubeconfig at ``path``.
+
+    lightkube indexes the parsed YAML without checking its shape, so an empty
+    file, a list or invalid YAML surfaces as AttributeError, TypeError or a
+    YAML error: a broken file the operator must fix, not a bug in this
+    program, so it becomes a :class:`ConfigError` naming the file.
+    """
+    from lightkube import KubeConfig
+
+    try:
+        return KubeConfig.from_file(path).get()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise ConfigError(
+            f"kubernetes: kubeconfig {path} is not a usable kubeconfig ({detail}); "
+            f"check it with `kubectl config view --kubeconfig {path}`"
+        ) from exc
+
+
 def load_config(
     kubeconfig: str | None = None,
     *,
@@ -207,7 +229,7 @@ def load_config(
                     f"({'--kubeconfig' if kubeconfig else KUBECONFIG_ENV}); pass an existing "
                     "file, or run in a pod with a service account"
                 )
-            config = KubeConfig.from_file(first).get()
+            config = _kubeconfig_from_file(first)
             where = f"kubeconfig {first}"
         elif _in_cluster_available(service_account_dir):
             config = KubeConfig.from_service_account(service_account_dir).get()
@@ -378,7 +400,7 @@ class KubeClient:
             message = exc.status.message or ""
             message_text = (
                 f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
-                + _fix_for(code)
+                + _fix_for(code, what)
             )
             if code == 404:
                 details = exc.status.details if reason == "NotFound" else None
@@ -389,7 +411,7 @@ class KubeClient:
             cls = KubeNotFound if code == 404 else KubeError
             raise cls(
                 f"kubernetes: {what} answered {code} without a Status object "
-                f"({self.source})" + _fix_for(code),
+                f"({self.source})" + _fix_for(code, what),
                 code,
             ) from exc
         except (_DeadlinePassed, httpx2.TimeoutException) as exc:
@@ -429,15 +451,21 @@ def _identity(obj: Any, what: str) -> ClaimIdentity:
     return ClaimIdentity(str(namespace), str(name), str(uid))
 
 
-def _fix_for(status: int) -> str:
-    """What an operator does about a status, appended to the error."""
+def _fix_for(status: int, what: str = "") -> str:
+    """What an operator does about a status, appended to the error.
+
+    A 403 names the permission the refused request needed: a Node read (CKS)
+    needs only ``get`` on nodes, and pointing its operator at claims misleads.
+    """
     if status == 401:
         return "; the token was refused: check the kubeconfig user or the service account token"
     if status == 403:
-        return (
-            "; grant get and list on resourceclaims.resource.k8s.io (and get on nodes) "
-            "with a ClusterRole bound to this service account"
+        needed = (
+            "get on nodes (core group)"
+            if what.startswith("GET node ")
+            else "get and list on resourceclaims.resource.k8s.io (and get on nodes)"
         )
+        return f"; grant {needed} with a ClusterRole bound to this service account"
     if status == 404:
         return ""
     if status == 410:
