@@ -36,6 +36,9 @@ class DetectionResult:
         return asdict(self)
 
 
+NOT_THIS_ENVIRONMENT = "metadata answered, but not as this environment"
+
+
 def _local_candidates(registry: PluginRegistry, context: ProviderContext) -> dict[str, str]:
     found: dict[str, str] = {}
     for name in registry.with_role("cloud"):
@@ -103,7 +106,7 @@ def detect(
             if answer:
                 confirmed[name] = answer
             else:
-                failures[name] = "metadata answered, but not as this environment"
+                failures[name] = NOT_THIS_ENVIRONMENT
         except Exception as exc:
             failures[name] = str(exc)
     else:
@@ -129,7 +132,7 @@ def detect(
                     if answer:
                         confirmed[name] = answer
                     else:
-                        failures[name] = "metadata answered, but not as this environment"
+                        failures[name] = NOT_THIS_ENVIRONMENT
                 except Exception as exc:
                     failures[name] = str(exc)
             # The best-ranked candidate answered: no need to wait for the rest.
@@ -138,16 +141,31 @@ def detect(
                 n in confirmed or n in failures for n in order[: order.index(best)]
             ):
                 break
+        best = _ordered(order, confirmed)
         for fut in pending:
-            failures.setdefault(futures[fut], "no answer before the detection deadline")
+            failures.setdefault(
+                futures[fut],
+                f"not awaited: {best} ranks higher and was confirmed"
+                if best is not None
+                else "no answer before the detection deadline",
+            )
         pool.shutdown(wait=False, cancel_futures=True)
 
     chosen = _ordered(order, confirmed)
     for name, why in failures.items():
         # Evidence that goes unconfirmed is worth an operator's attention
         # (a firewalled metadata server, a webhook that is down), unless we
-        # were only probing blind because DMI was unreadable.
-        log_at = log.info if probing_blind or name == chosen else log.warning
+        # were only probing blind because DMI was unreadable, a better-ranked
+        # plugin was chosen anyway, or the evidence is configuration that
+        # holds on nodes elsewhere too and was answered "not this one" (a
+        # Node name and API access are on every node of every cluster; a Node
+        # without CKS's label is the normal answer there, on every start).
+        outranked = chosen is not None and order.index(name) > order.index(chosen)
+        expected_no = why == NOT_THIS_ENVIRONMENT and candidates[name].startswith(
+            CONFIGURED_EVIDENCE
+        )
+        quiet = probing_blind or name == chosen or outranked or expected_no
+        log_at = log.info if quiet else log.warning
         log_at(
             "detection: %s had local evidence (%s) but was not confirmed: %s",
             name,

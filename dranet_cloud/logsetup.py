@@ -50,6 +50,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False, default=str)
 
 
+def error_line(message: str, log_format: str) -> str:
+    """A fatal error as the log's reader expects it: ``error: ...`` or one JSON object.
+
+    Under ``--log-format json`` a pipeline parses every stderr line; the line
+    saying why the sidecar exited is the one that must not be dropped.
+    """
+    if log_format != "json":
+        return f"error: {message}"
+    record = logging.LogRecord(
+        "dranet_cloud.cli", logging.ERROR, __file__, 0, "%s", (message,), None
+    )
+    return JsonFormatter().format(record)
+
+
 def configure(level: int, log_format: str = "text") -> None:
     """Send the process's logs to stderr in ``log_format`` at ``level``."""
     handler = logging.StreamHandler(sys.stderr)

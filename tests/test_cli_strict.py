@@ -211,6 +211,34 @@ def test_health_without_a_server_fails_without_traceback(
     assert code == 2 and "unix:///" in err
 
 
+def json_lines(err: str) -> list[dict[str, str]]:
+    docs = [json.loads(line) for line in err.splitlines()]  # every line parses
+    assert docs and all(d["ts"].endswith("Z") for d in docs)
+    return docs
+
+
+def test_fatal_errors_are_json_lines_under_log_format_json(
+    bare: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sidecar's last words (a bad flag, a typo in --ipam-db) reach a JSON log pipeline."""
+    code, err = err_of(capsys, "detect", "--host-root", str(tmp_path / "nope"), "--log-format=json")
+    assert code == 2
+    assert "no such directory" in json_lines(err)[-1]["msg"]
+    sock = tmp_path / "s.sock"
+    db = tmp_path / "typo" / "ipam.db"
+    argv = ["serve", "--listen", f"unix://{sock}", "--host-root", str(bare), "--ipam-db", str(db)]
+    code, err = err_of(capsys, *argv, "--ipam-range", "10.9.0.0/24", "--log-format", "json")
+    assert code == 2
+    last = json_lines(err)[-1]
+    assert last["level"] == "ERROR" and "--ipam-db-create" in last["msg"]
+    with pytest.raises(SystemExit) as exc:
+        main(["detect", "--cloud-provider", "gce", "--log-format", "json"])
+    assert exc.value.code == 2
+    assert (
+        "unrecognized arguments: --cloud-provider" in json_lines(capsys.readouterr().err)[-1]["msg"]
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [

@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import DranetCloudError
 from ..lazylog import LazyLogger, defer
@@ -61,10 +61,20 @@ class _Formatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """``ArgumentParser`` with abbreviations off; sub-parsers inherit the class."""
 
+    # Set by main() from --log-format/env: usage errors become one JSON line.
+    log_format = "text"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if Parser.log_format == "json":
+            from ..logsetup import error_line
+
+            self.exit(2, error_line(f"{self.prog}: {message}", "json") + "\n")
+        super().error(message)
 
 
 class _VersionAction(argparse.Action):
@@ -152,6 +162,13 @@ def _split_global(argv: list[str]) -> tuple[list[str], int, str | None]:
     return rest, verbose, log_format
 
 
+def _error_line(message: str, log_format: str) -> str:
+    """The final error line (the log's format is imported only when there is an error)."""
+    from ..logsetup import error_line
+
+    return error_line(message, log_format)
+
+
 def _command_of(argv: list[str]) -> str | None:
     for arg in argv:
         if not arg.startswith("-"):
@@ -162,6 +179,7 @@ def _command_of(argv: list[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     rest, verbose, log_format = _split_global(raw)
+    Parser.log_format = log_format or os.environ.get("DRANET_CLOUD_LOG_FORMAT", "text")
     parser = build_parser(_command_of(rest))
     if log_format is not None:
         rest = ["--log-format", log_format, *rest]
@@ -183,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except DranetCloudError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(_error_line(str(exc), args.log_format), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -195,13 +213,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A file or socket the operator named: say which, without a traceback.
         log.debug("%s failed", args.command, exc_info=True)
-        print(f"error: {args.command}: {exc}", file=sys.stderr)
+        print(_error_line(f"{args.command}: {exc}", args.log_format), file=sys.stderr)
         return 1
     except Exception as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(
-            f"error: {args.command}: unexpected {type(exc).__name__}: {exc} "
-            "(a bug; rerun with -vv for the traceback and report it)",
+            _error_line(
+                f"{args.command}: unexpected {type(exc).__name__}: {exc} "
+                "(a bug; rerun with -vv for the traceback and report it)",
+                args.log_format,
+            ),
             file=sys.stderr,
         )
         return 1

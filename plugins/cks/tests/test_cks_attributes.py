@@ -155,6 +155,24 @@ def test_a_node_without_the_cluster_label_is_not_cks(
             host_for(cks_sample, env)
 
 
+def test_a_non_cks_node_in_a_cluster_logs_no_warning_at_detection(
+    cks_sample: SampleHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The DaemonSet sets NODE_NAME on every node, so every node of every cluster has
+    CKS's configured evidence; a Node without the label is the normal answer there,
+    not something for the operator to look at on each start of each node."""
+    labels = {k: v for k, v in LABELS.items() if k != L.CKS_CLUSTER_LABEL}
+    kube = KubernetesEmulator(env={"NODE_NAME": "g5a2f1c"})
+    kube.put({**NODE, "metadata": {**NODE["metadata"], "labels": labels}})
+    with kube, caplog.at_level(logging.INFO, logger="dranet_cloud.detection"):
+        auto = host_for(cks_sample, kube.emulator.env, hint="")
+        auto.close()
+    assert auto.cloud is None
+    records = [r for r in caplog.records if r.name == "dranet_cloud.detection"]
+    assert records and "cks" in records[0].getMessage(), "still said at INFO"
+    assert all(r.levelno < logging.WARNING for r in records), [r.getMessage() for r in records]
+
+
 def test_node_name_comes_from_the_flag_or_node_name(
     cks_sample: SampleHost, cks_emulator: Emulator
 ) -> None:
