@@ -152,7 +152,9 @@ class ProviderHost:
             )
         explicit_profile: str | None = None
         if self.profile_provider not in (PROFILE_FROM_CLOUD,):
-            explicit_profile = reg.resolve(self.profile_provider, flag="--profile-provider")
+            explicit_profile = reg.resolve(
+                self.profile_provider, flag="--profile-provider", also=(PROFILE_FROM_CLOUD,)
+            )
             if explicit_profile is not None and "profile" not in reg.roles(explicit_profile):
                 raise ConfigError(
                     f"--profile-provider {self.profile_provider!r}: plugin {explicit_profile} "

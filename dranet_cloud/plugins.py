@@ -113,8 +113,14 @@ class PluginRegistry:
     def with_role(self, role: str) -> list[str]:
         return [n for n in self.names() if role in self.roles(n)]
 
-    def resolve(self, requested: str, *, flag: str, allow_none: bool = True) -> str | None:
-        """Map a DRANET-style name to an installed plugin; ``None`` for none."""
+    def resolve(
+        self, requested: str, *, flag: str, allow_none: bool = True, also: tuple[str, ...] = ()
+    ) -> str | None:
+        """Map a DRANET-style name to an installed plugin; ``None`` for none.
+
+        ``also``: other words the flag accepts (``cloud`` for
+        ``--profile-provider``), listed and suggested on a typo.
+        """
         key = requested.strip().lower()
         if key in NONE_NAMES and allow_none:
             return None
@@ -126,14 +132,14 @@ class PluginRegistry:
             # Suggest only names that exist: a close installed name or alias,
             # else installing the plugin's own distribution (never a guessed
             # package name, which might not exist or belong to someone else).
-            hint = did_you_mean(key, [*self.names(), *self.aliases()])
+            hint = did_you_mean(key, [*self.names(), *self.aliases(), *also])
             fix = hint or (
                 "; install the distribution that provides that plugin next to dranet-cloud "
                 "(`dranet-cloud plugins` lists what is installed)"
             )
             raise ConfigError(
                 f"{flag} {requested!r} names no installed plugin (installed: {installed}"
-                + (", or 'none'" if allow_none else "")
+                + "".join(f", or {w!r}" for w in (*also, *(("none",) if allow_none else ())))
                 + f"){fix}"
             )
         return name

@@ -222,3 +222,17 @@ def test_provider_hint_help_names_no_fixed_list_of_clouds(
     hint = out[out.index("--cloud-provider-hint NAME cloud") :][:300]
     assert "dranet-cloud plugins" in hint
     assert "gce" not in hint.lower()
+
+
+def test_a_bad_attribute_floor_variable_is_a_usage_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR=abc crashed building the parser (a traceback,
+    exit 1) before any flag was read; a typo in a DaemonSet env must exit 2 naming it."""
+    from dranet_cloud.cli.main import main
+
+    monkeypatch.setenv("DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR", "abc")
+    with pytest.raises(SystemExit) as exc:
+        main(["describe", "--cloud-provider-hint", "none", "--host-root", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR" in capsys.readouterr().err

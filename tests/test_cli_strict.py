@@ -257,3 +257,29 @@ def test_config_with_a_duplicate_field_is_refused(tmp_path: Path, text: str, fie
     path.write_text(text)
     with pytest.raises(ConfigError, match=f"duplicate field '{field}'"):
         read_config(str(path))
+
+
+def test_tls_files_that_are_not_pem_are_a_usage_error(
+    bare: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Readable but not a certificate and key: exit 2 naming both flags, not "[SSL] PEM lib"."""
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    sock = tmp_path / "s.sock"
+    code, err = err_of(
+        capsys,
+        *("serve", "--listen", f"unix://{sock}", "--host-root", str(bare)),
+        *("--ipam-range", "10.9.0.0/24", "--tls-cert", str(junk), "--tls-key", str(junk)),
+    )
+    assert code == 2, err
+    assert "--tls-cert" in err and "--tls-key" in err and "PEM" in err
+    assert not sock.exists()
+
+
+def test_profile_provider_typo_suggests_cloud(
+    bare: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'cloud' (the default) is a valid --profile-provider: list it and suggest it."""
+    code, err = err_of(capsys, "detect", "--host-root", str(bare), "--profile-provider", "clod")
+    assert code == 2
+    assert "'cloud'" in err and "did you mean 'cloud'?" in err

@@ -137,7 +137,7 @@ def token_client(server: TokenServer, **kw: object) -> MetadataClient:
         plugin="tok",
         token=kw.pop("token", TOKEN_SPEC),  # type: ignore[arg-type]
         retry=FAST,
-        timeout=1.0,
+        timeout=kw.pop("timeout", 1.0),  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 
@@ -489,7 +489,9 @@ def test_token_refused_names_the_token_path(tokens: TokenServer) -> None:
 
 
 def test_concurrent_gets_share_one_token(tokens: TokenServer) -> None:
-    with token_client(tokens) as c:
+    # A generous per-request timeout: on a loaded machine a 1 s timeout can
+    # expire and retry the PUT, which is right but not what this test is about.
+    with token_client(tokens, timeout=30.0) as c:
         got = c.get_many([f"/k{i}" for i in range(16)], max_workers=8)
     assert all(v == f"value-of:{k}" for k, v in got.items())
     assert tokens.puts() == 1

@@ -44,6 +44,19 @@ def seconds(text: str) -> float:
     return value
 
 
+FLOOR_ENV = "DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR"
+
+
+def _floor(text: str) -> int:
+    """An argparse type for ``--dranet-attribute-floor`` (range checked by the options)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number (--dranet-attribute-floor, or {FLOOR_ENV})"
+        ) from None
+
+
 def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> None:
     g = p.add_argument_group("provider selection (DRANET's flags)")
     g.add_argument(
@@ -94,8 +107,9 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
     )
     g.add_argument(
         "--dranet-attribute-floor",
-        type=int,
-        default=int(os.environ.get("DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR", "0") or 0),
+        type=_floor,
+        # A string default goes through ``type`` too, so a bad variable exits 2.
+        default=os.environ.get(FLOOR_ENV, "0") or "0",
         metavar="N",
         help="assume DRANET publishes at least N attributes per device (0-32; default 0: "
         "count them from sysfs); only ever lowers what providers may add",

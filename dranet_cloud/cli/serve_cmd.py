@@ -241,6 +241,18 @@ def run(args: argparse.Namespace) -> int:
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not os.access(path, os.R_OK):
             raise ConfigError(f"{flag} {path}: cannot read the file; pass a PEM file")
+    if args.tls_cert is not None:
+        import ssl
+
+        try:  # uvicorn would fail later with a bare "[SSL] PEM lib" (exit 1)
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                args.tls_cert, args.tls_key
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate "
+                f"and its private key ({exc}); pass the server's certificate and matching key"
+            ) from exc
     try:
         from ..server.middleware import ACCESS_LOGGER
         from ..server.runner import ServeOptions, WebhookServer

@@ -22,6 +22,7 @@ import enum
 import ipaddress
 import json
 import logging
+import math
 import os
 import secrets
 import signal
@@ -408,6 +409,9 @@ def _parse_spec(spec: str) -> dict[str, Any]:
 
 
 def _non_negative(value: float) -> float:
+    # nan would crash every answer in time.sleep, inf would hang it.
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
     if value < 0:
         raise ValueError("must not be negative")
     return value
