@@ -17,12 +17,13 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .hostroot import HostRoot
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .ipam import IpamStore
     from .kube.node import NodeSource
     from .snapshot import InstanceSnapshot as InstanceSnapshot

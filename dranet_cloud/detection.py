@@ -9,16 +9,16 @@ under one deadline.  With no evidence there is no network I/O at all.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .context import ProviderContext
 from .hookspecs import CONFIGURED_EVIDENCE
+from .lazylog import LazyLogger
 from .plugins import PluginRegistry
 
-log = logging.getLogger(__name__)
+log = LazyLogger(__name__)
 
 NO_PROVIDER = "none"
 
@@ -165,9 +165,8 @@ def detect(
             CONFIGURED_EVIDENCE
         )
         quiet = probing_blind or name == chosen or outranked or expected_no
-        level = logging.INFO if quiet else logging.WARNING
-        log.log(
-            level,
+        log_at = log.info if quiet else log.warning
+        log_at(
             "detection: %s had local evidence (%s) but was not confirmed: %s",
             name,
             candidates[name],

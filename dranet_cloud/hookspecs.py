@@ -24,12 +24,13 @@ an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .claims import ClaimReference
     from .context import InstanceSnapshot, ProviderContext, SampleHost
     from .models import AttributeMap, DeviceIdentifiers, NetworkConfig

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # models pull in pydantic; detection must not pay for it
+    from pathlib import Path
+
     from .models import DeviceIdentifiers
 
 HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
@@ -78,8 +79,20 @@ class HostRoot:
     """A view of a node's ``/sys`` and ``/proc`` under ``root``."""
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
-        self.root = Path(root)
+        # Files are read by string path: auto-detection on a bare node reads a
+        # few DMI files and must not pay for importing pathlib.
+        self._root = os.fspath(root)
+        self._root_path: Path | None = None
         self._dmi: dict[str, str | None] | None = None
+
+    @property
+    def root(self) -> Path:
+        """The root directory (pathlib is imported on first use)."""
+        if self._root_path is None:
+            from pathlib import Path
+
+            self._root_path = Path(self._root)
+        return self._root_path
 
     @classmethod
     def from_env(cls, root: str | os.PathLike[str] | None = None) -> HostRoot:
@@ -93,23 +106,28 @@ class HostRoot:
         """Map an absolute node path such as ``/sys/class/net`` into the root."""
         return self.root / absolute.lstrip("/")
 
+    def _join(self, absolute: str) -> str:
+        """:meth:`path` as a string, without pathlib."""
+        return os.path.join(self._root, absolute.lstrip("/"))
+
     def read_text(self, absolute: str) -> str | None:
         """Stripped file content, or ``None`` when absent or unreadable."""
         try:
-            return self.path(absolute).read_text(errors="replace").strip()
+            with open(self._join(absolute), errors="replace") as fh:
+                return fh.read().strip()
         except OSError:
             return None
 
     def link_name(self, absolute: str) -> str | None:
         """Last component of a symlink's target, without following it."""
         try:
-            return os.path.basename(os.readlink(self.path(absolute)).rstrip("/"))
+            return os.path.basename(os.readlink(self._join(absolute)).rstrip("/"))
         except OSError:
             return None
 
     def listdir(self, absolute: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.path(absolute)))
+            return sorted(os.listdir(self._join(absolute)))
         except OSError:
             return []
 
@@ -117,7 +135,7 @@ class HostRoot:
 
     def dmi_readable(self) -> bool:
         """Whether ``/sys/class/dmi/id`` exists; containers often hide it."""
-        return self.path("/sys/class/dmi/id").is_dir()
+        return os.path.isdir(self._join("/sys/class/dmi/id"))
 
     def dmi(self, field: str) -> str | None:
         """One DMI field (``product_name``...), read once and cached."""

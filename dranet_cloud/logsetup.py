@@ -73,3 +73,11 @@ def configure(level: int, log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def configure_cli(verbose: int, log_format: str = "text") -> None:
+    """The CLI's logging: ``-v`` info, ``-vv`` debug, else warnings only."""
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    configure(level, log_format)
+    # httpx logs every request at INFO; only -vv should show that.
+    logging.getLogger("httpx").setLevel(level if verbose >= 2 else logging.WARNING)

@@ -6,7 +6,6 @@ separately, so a plugin can never claim a role it has no code for.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -15,8 +14,9 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
+from .lazylog import LazyLogger
 
-log = logging.getLogger(__name__)
+log = LazyLogger(__name__)
 
 ENTRY_POINT_GROUP = "dranet_cloud"
 

@@ -30,13 +30,17 @@ HEAVY = (
 PLUGINS = ("gce", "aws", "aliyun", "webhook", "cks")
 
 # Runs the CLI in a fresh interpreter, then records what it imported.
+# ``preloaded``: what the interpreter had before the CLI (an editable install's
+# finder imports pathlib at start-up; a wheel install, as in the image, does not).
 WRAPPER = """
-import json, sys
+import sys
+preloaded = sorted(sys.modules)
+import json
 from dranet_cloud.cli.main import main
 report, argv = sys.argv[1], sys.argv[2:]
 code = main(argv)
 with open(report, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+    json.dump({"code": code, "modules": sorted(sys.modules), "preloaded": preloaded}, f)
 """
 
 
@@ -80,8 +84,14 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
     # Start-up cost: no entry-point scan through importlib.metadata (the email
     # parser, zipfile), no shutil from argparse, no thread pool without evidence,
     # and only the one sub-command module on the command line.
-    slow = ("importlib.metadata", "email", "zipfile", "shutil", "concurrent")
-    assert [m for m in modules if m.split(".")[0] in slow or m.startswith(slow)] == []
+    # Nor logging (nothing is logged: handlers are configured at the first
+    # line), pathlib (HostRoot reads by string path) or datetime.
+    slow = (
+        "importlib.metadata", "email", "zipfile", "shutil", "concurrent", "logging", "pathlib",
+        "datetime", "urllib", "traceback",
+    )  # fmt: skip
+    ours = sorted(set(modules) - set(data["preloaded"]))  # type: ignore[arg-type]
+    assert [m for m in ours if m.split(".")[0] in slow or m.startswith(slow)] == []
     assert (
         "dranet_cloud.cli.serve_cmd" not in modules and "dranet_cloud.cli.ipam_cmd" not in modules
     )
@@ -177,3 +187,19 @@ def test_evidence_without_an_answer_is_none_with_the_reason(aliyun_node: Path) -
     lines = detect(aliyun_node, env, "--probe-timeout", "0.3").stdout.splitlines()
     assert lines[0].split() == ["provider", "none"]
     assert any(line.strip().startswith("not aliyun:") for line in lines)
+
+
+def test_a_lazily_configured_line_keeps_the_chosen_format(aliyun_node: Path) -> None:
+    """Detection logs after a deferred set-up: the line still has its format and timestamp."""
+    emu = PluginRegistry().call(
+        "aliyun", "emulator", fixture=None, listen="127.0.0.1:0", faults=None
+    )
+    with emu:
+        env = dict(emu.env)
+    res = detect(aliyun_node, env, "--probe-timeout", "0.3", "--log-format", "json")
+    lines = [json.loads(line) for line in res.stderr.splitlines()]
+    assert lines, "the unconfirmed evidence must be reported"
+    assert all(line["ts"].endswith("Z") for line in lines)
+    assert any(
+        line["level"] == "WARNING" and "aliyun had local evidence" in line["msg"] for line in lines
+    )

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
@@ -192,7 +191,7 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
     from ..hostroot import HOST_ROOT_ENV
 
     root = args.host_root or os.environ.get(HOST_ROOT_ENV) or None
-    if root is not None and not Path(root).is_dir():
+    if root is not None and not os.path.isdir(root):
         source = "--host-root" if args.host_root else HOST_ROOT_ENV
         raise ConfigError(
             f"{source} {root}: no such directory; pass the directory where the node's /sys "
@@ -262,6 +261,8 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
     given: a typo in the path would otherwise start a fresh, empty database
     next to the real one and hand out addresses the real one holds.
     """
+    from pathlib import Path
+
     from ..ipam import open_store, resolve_db_path
 
     path = getattr(args, "ipam_db", None)
@@ -341,6 +342,8 @@ def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_config(path: str | None) -> NetworkConfig | None:
+    from pathlib import Path
+
     from pydantic import ValidationError
 
     from ..models import describe_validation_error, parse_user_config

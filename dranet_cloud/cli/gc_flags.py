@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from ..ipam.reclaim import ClaimSource
 
 # Mirrors dranet_cloud.ipam.reclaim.COMPLETE_MARKER for the help text without

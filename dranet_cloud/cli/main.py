@@ -16,13 +16,13 @@ logs the traceback of an unexpected one).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import DranetCloudError
+from ..lazylog import LazyLogger, defer
 
 # Sub-command -> module, in help order.
 COMMANDS = {
@@ -38,7 +38,7 @@ COMMANDS = {
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
-log = logging.getLogger("dranet_cloud")
+log = LazyLogger("dranet_cloud")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -162,6 +162,13 @@ def _split_global(argv: list[str]) -> tuple[list[str], int, str | None]:
     return rest, verbose, log_format
 
 
+def _error_line(message: str, log_format: str) -> str:
+    """The final error line (the log's format is imported only when there is an error)."""
+    from ..logsetup import error_line
+
+    return error_line(message, log_format)
+
+
 def _command_of(argv: list[str]) -> str | None:
     for arg in argv:
         if not arg.startswith("-"):
@@ -178,17 +185,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = ["--log-format", log_format, *rest]
     args = parser.parse_args(rest)
     args.verbose += verbose
-    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    from ..logsetup import configure, error_line
 
-    configure(level, args.log_format)
-    # httpx logs every request at INFO; only -vv should show that.
-    logging.getLogger("httpx").setLevel(level if args.verbose >= 2 else logging.WARNING)
+    def configure_logging() -> None:
+        from ..logsetup import configure_cli
+
+        configure_cli(args.verbose, args.log_format)
+
+    if getattr(args, "lazy_logging", False):
+        # `detect` on a node with no evidence logs nothing: import logging
+        # only when a line is logged (see dranet_cloud.lazylog).
+        defer(configure_logging)
+    else:
+        configure_logging()
     try:
         code: int = args.func(args)
         return code
     except DranetCloudError as exc:
-        print(error_line(str(exc), args.log_format), file=sys.stderr)
+        print(_error_line(str(exc), args.log_format), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -200,12 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A file or socket the operator named: say which, without a traceback.
         log.debug("%s failed", args.command, exc_info=True)
-        print(error_line(f"{args.command}: {exc}", args.log_format), file=sys.stderr)
+        print(_error_line(f"{args.command}: {exc}", args.log_format), file=sys.stderr)
         return 1
     except Exception as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(
-            error_line(
+            _error_line(
                 f"{args.command}: unexpected {type(exc).__name__}: {exc} "
                 "(a bug; rerun with -vv for the traceback and report it)",
                 args.log_format,

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..lazylog import apply_if_imported, apply_pending
 from .common import (
     add_provider_flags,
     build_host,
@@ -28,7 +29,7 @@ def register(sub: Any, only: str | None = None) -> None:
         p = sub.add_parser("detect", help="decide which cloud plugin this node uses")
         add_provider_flags(p)
         add_output_flag(p)
-        p.set_defaults(func=run_detect)
+        p.set_defaults(func=run_detect, lazy_logging=True)
     if only in (None, "describe", "profile"):
         _register_describe_profile(sub)
 
@@ -91,6 +92,7 @@ def run_detect(args: argparse.Namespace) -> int:
 
     result = _auto_detect(args)
     if result is None or result.provider != NO_PROVIDER:
+        apply_pending()  # the host and its libraries log through `logging` itself
         # A provider was named or found: prove it starts (its instance loads).
         host = build_host(args, start=False)
         try:
@@ -135,6 +137,7 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     if hint or profile not in ({"cloud"} | NONE_NAMES):
         return None
     registry = PluginRegistry()
+    apply_if_imported()  # a plugin that imported logging may log from its hooks
     options = checked_options(args, registry)
     context = ProviderContext(
         host_root=HostRoot.from_env(root), options=options, env=dict(os.environ)

@@ -11,15 +11,15 @@ the override variable in its message.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 
 from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.lazylog import LazyLogger
 
 from .constants import DMI_PRODUCT_NAME, METADATA_ROOT, PLUGIN
 
-log = logging.getLogger(__name__)
+log = LazyLogger(__name__)
 
 # ECS instance ids: "i-" and lower-case alphanumerics (i-bp1h4adlltjc1d48goaq).
 INSTANCE_ID = re.compile(r"^i-[0-9a-z]{4,}$")

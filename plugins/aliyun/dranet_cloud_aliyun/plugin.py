@@ -8,7 +8,6 @@ all the state.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
@@ -16,6 +15,8 @@ from dranet_cloud.hookspecs import hookimpl
 from . import detection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig

@@ -9,7 +9,6 @@ which only calls ``local_evidence``, imports neither pydantic nor httpx.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
@@ -17,6 +16,8 @@ from dranet_cloud.hookspecs import hookimpl
 from . import detection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig

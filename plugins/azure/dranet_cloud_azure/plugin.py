@@ -9,7 +9,6 @@ DRANET's Azure provider answers attributes and routing only.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
@@ -17,6 +16,8 @@ from dranet_cloud.hookspecs import hookimpl
 from . import detection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator

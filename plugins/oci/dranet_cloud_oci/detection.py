@@ -10,14 +10,14 @@ override variable.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.lazylog import LazyLogger
 
 from .constants import DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
 
-log = logging.getLogger(__name__)
+log = LazyLogger(__name__)
 
 
 def local_evidence(host_root: HostRoot) -> str | None:

@@ -10,7 +10,6 @@ RDMA NIC of a bare-metal GPU shape is not a VNIC the metadata could route.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import hookimpl
@@ -18,6 +17,8 @@ from dranet_cloud.hookspecs import hookimpl
 from . import detection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.testing.emulator import Emulator

@@ -11,16 +11,17 @@ that hook needs.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
+from dranet_cloud.lazylog import LazyLogger
 
 from .detection import PLUGIN, configured_url
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from .snapshot import WebhookInstance
 
-log = logging.getLogger(__name__)
+log = LazyLogger(__name__)
 
 
 @hookimpl
