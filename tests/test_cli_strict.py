@@ -283,3 +283,14 @@ def test_profile_provider_typo_suggests_cloud(
     code, err = err_of(capsys, "detect", "--host-root", str(bare), "--profile-provider", "clod")
     assert code == 2
     assert "'cloud'" in err and "did you mean 'cloud'?" in err
+
+
+def test_bad_log_format_in_the_environment_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """argparse checks choices of flags, not of defaults: the env value needs its own check."""
+    monkeypatch.setenv("DRANET_CLOUD_LOG_FORMAT", "jsn")
+    with pytest.raises(SystemExit) as exc:
+        main(["plugins"])
+    assert exc.value.code == 2
+    assert "DRANET_CLOUD_LOG_FORMAT='jsn'" in capsys.readouterr().err

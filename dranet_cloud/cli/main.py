@@ -184,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if log_format is not None:
         rest = ["--log-format", log_format, *rest]
     args = parser.parse_args(rest)
+    if args.log_format not in ("text", "json"):  # from the environment: argparse checks only flags
+        parser.error(
+            f"DRANET_CLOUD_LOG_FORMAT={args.log_format!r}: expected text or json "
+            "(or pass --log-format)"
+        )
     args.verbose += verbose
 
     def configure_logging() -> None:
