@@ -68,7 +68,7 @@ def normalize_pci(address: str | None) -> str | None:
     if not address:
         return None
     text = address.strip().lower()
-    return text if _PCI_ADDRESS.match(text) else None
+    return text if _PCI_ADDRESS.fullmatch(text) else None
 
 
 def dra_pci_name(pci_address: str) -> str:
@@ -84,7 +84,7 @@ def dra_interface_name(ifname: str) -> str:
     """
     if not ifname:
         return ""
-    if len(ifname) <= _MAX_LABEL and _DNS1123_LABEL.match(ifname):
+    if len(ifname) <= _MAX_LABEL and _DNS1123_LABEL.fullmatch(ifname):
         return ifname
     encoded = base64.b32encode(ifname.encode()).decode().rstrip("=").lower()
     return DRA_NET_PREFIX + encoded
@@ -105,7 +105,7 @@ def decode_dra_name(name: str) -> tuple[str | None, str | None]:
     are not DRA-encoded and decode to nothing.
     """
     text = name.strip().lower()
-    match = _DRA_PCI.match(text)
+    match = _DRA_PCI.fullmatch(text)
     if match:
         domain, bus, dev, fn = match.groups()
         return f"{domain}:{bus}:{dev}.{fn}", None

@@ -523,3 +523,13 @@ def test_a_pci_only_device_reaches_the_plugins(tmp_path: Path) -> None:
         attrs = host.device_attributes(device)
         assert attrs["example.com/driver"].string == "efa"
     assert recorder.seen == [DeviceIdentifiers(name="", pci_address="0000:00:07.0")]  # cached
+
+
+def test_names_with_a_trailing_newline_are_not_dra_names() -> None:
+    # `$` in a pattern also matches before a final newline: the checks use
+    # whole-string matches, so "eth0\n" is not the label "eth0".
+    from dranet_cloud.nic import dra_interface_name, normalize_pci
+
+    assert dra_interface_name("eth0") == "eth0"
+    assert dra_interface_name("eth0\n").startswith("net-")
+    assert normalize_pci("0000:00:05.0") == "0000:00:05.0"
