@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .hostroot import HostRoot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     from .ipam import IpamStore
@@ -29,48 +28,110 @@ if TYPE_CHECKING:
     from .snapshot import InstanceSnapshot as InstanceSnapshot
 
 
-@dataclass
 class ProviderOptions:
     """Knobs shared by all plugins; plugin-specific ones go in ``settings``.
 
     ``settings`` keys are ``<plugin>.<name>`` (``aws.allow_imdsv1``,
     ``webhook.ca_bundle``); values are strings as they come from flags or
     environment.
+
+    A plain class rather than a dataclass: every ``dranet-cloud detect``
+    builds one, and importing :mod:`dataclasses` (with :mod:`inspect`) costs
+    more than a bare-metal node's whole detection.  Equality and repr are by
+    field, as a dataclass's would be.
     """
 
-    webhook_url: str | None = None
-    metadata_deadline: float = 15.0
-    probe_timeout: float = 1.0
-    detect_deadline: float = 3.0
-    request_timeout: float = 2.0
-    # The fewest attributes DRANET is assumed to publish per device (see
-    # dranet_cloud.budget); 0 = exactly what its sysfs count says.
-    dranet_attribute_floor: int = 0
-    # The node's Kubernetes name (--node-name; else NODE_NAME) and API config
-    # (--kubeconfig; else KUBECONFIG, else the service account), for plugins
-    # that read their facts from the Node object (context.node).
-    node_name: str | None = None
-    kubeconfig: str | None = None
-    settings: dict[str, str] = field(default_factory=dict)
+    _FIELDS = (
+        "webhook_url",
+        "metadata_deadline",
+        "probe_timeout",
+        "detect_deadline",
+        "request_timeout",
+        "dranet_attribute_floor",
+        "node_name",
+        "kubeconfig",
+        "settings",
+    )
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __init__(
+        self,
+        webhook_url: str | None = None,
+        metadata_deadline: float = 15.0,
+        probe_timeout: float = 1.0,
+        detect_deadline: float = 3.0,
+        request_timeout: float = 2.0,
+        dranet_attribute_floor: int = 0,
+        node_name: str | None = None,
+        kubeconfig: str | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        self.webhook_url = webhook_url
+        self.metadata_deadline = metadata_deadline
+        self.probe_timeout = probe_timeout
+        self.detect_deadline = detect_deadline
+        self.request_timeout = request_timeout
+        # The fewest attributes DRANET is assumed to publish per device (see
+        # dranet_cloud.budget); 0 = exactly what its sysfs count says.
+        self.dranet_attribute_floor = dranet_attribute_floor
+        # The node's Kubernetes name (--node-name; else NODE_NAME) and API config
+        # (--kubeconfig; else KUBECONFIG, else the service account), for plugins
+        # that read their facts from the Node object (context.node).
+        self.node_name = node_name
+        self.kubeconfig = kubeconfig
+        self.settings: dict[str, str] = {} if settings is None else settings
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f) for f in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProviderOptions) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"ProviderOptions({body})"
 
     def setting(self, key: str, default: str | None = None) -> str | None:
         return self.settings.get(key, default)
 
 
-@dataclass
 class ProviderContext:
-    """Everything a hook may use besides its own arguments."""
+    """Everything a hook may use besides its own arguments.
 
-    host_root: HostRoot = field(default_factory=HostRoot)
-    options: ProviderOptions = field(default_factory=ProviderOptions)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    ipam_factory: Callable[[], IpamStore] | None = None
-    # plugin name -> roles the operator asked of it by name.  The host refuses
-    # an explicit role a plugin does not serve; plugins may also be stricter.
-    explicit_roles: dict[str, frozenset[str]] = field(default_factory=dict)
-    _ipam: IpamStore | None = field(default=None, repr=False)
-    _ipam_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _node: NodeSource | None = field(default=None, repr=False)
+    A plain class for the reason :class:`ProviderOptions` is one; contexts
+    compare by identity (the dataclass they replace held a lock of their own,
+    so two were never equal either).
+    """
+
+    def __init__(
+        self,
+        host_root: HostRoot | None = None,
+        options: ProviderOptions | None = None,
+        env: Mapping[str, str] | None = None,
+        ipam_factory: Callable[[], IpamStore] | None = None,
+        explicit_roles: dict[str, frozenset[str]] | None = None,
+    ) -> None:
+        self.host_root = HostRoot() if host_root is None else host_root
+        self.options = ProviderOptions() if options is None else options
+        self.env: Mapping[str, str] = dict(os.environ) if env is None else env
+        self.ipam_factory = ipam_factory
+        # plugin name -> roles the operator asked of it by name.  The host refuses
+        # an explicit role a plugin does not serve; plugins may also be stricter.
+        self.explicit_roles: dict[str, frozenset[str]] = (
+            {} if explicit_roles is None else explicit_roles
+        )
+        self._ipam: IpamStore | None = None
+        self._ipam_lock = threading.Lock()
+        self._node: NodeSource | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderContext(host_root={self.host_root!r}, options={self.options!r}, "
+            f"env={self.env!r}, ipam_factory={self.ipam_factory!r}, "
+            f"explicit_roles={self.explicit_roles!r})"
+        )
 
     @property
     def ipam_if_open(self) -> IpamStore | None:
@@ -118,8 +179,7 @@ class ProviderContext:
         return self._node
 
 
-@dataclass(frozen=True)
-class SampleHost:
+class SampleHost(NamedTuple):
     """A fake host root a plugin ships for demos and tests."""
 
     root: Path

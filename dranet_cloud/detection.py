@@ -10,7 +10,6 @@ under one deadline.  With no evidence there is no network I/O at all.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .context import ProviderContext
@@ -23,17 +22,48 @@ log = LazyLogger(__name__)
 NO_PROVIDER = "none"
 
 
-@dataclass
 class DetectionResult:
-    provider: str
-    explicit: bool
-    evidence: str
-    elapsed_ms: float
-    candidates: dict[str, str] = field(default_factory=dict)  # plugin -> local evidence
-    failures: dict[str, str] = field(default_factory=dict)  # plugin -> why not confirmed
+    """What auto-detection decided, and why.
+
+    A plain class, not a dataclass: importing :mod:`dataclasses` (with
+    :mod:`inspect`) would cost more than detection itself on a bare node.
+    """
+
+    _FIELDS = ("provider", "explicit", "evidence", "elapsed_ms", "candidates", "failures")
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __init__(
+        self,
+        provider: str,
+        explicit: bool,
+        evidence: str,
+        elapsed_ms: float,
+        candidates: dict[str, str] | None = None,
+        failures: dict[str, str] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.explicit = explicit
+        self.evidence = evidence
+        self.elapsed_ms = elapsed_ms
+        # plugin -> local evidence; plugin -> why it was not confirmed
+        self.candidates: dict[str, str] = {} if candidates is None else candidates
+        self.failures: dict[str, str] = {} if failures is None else failures
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            f: dict(v) if isinstance(v, dict) else v
+            for f in self._FIELDS
+            for v in (getattr(self, f),)
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DetectionResult) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"DetectionResult({body})"
 
 
 NOT_THIS_ENVIRONMENT = "metadata answered, but not as this environment"

@@ -24,12 +24,12 @@ an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import pluggy
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+    from typing import TypeVar
 
     from .claims import ClaimReference
     from .context import InstanceSnapshot, ProviderContext, SampleHost
@@ -37,9 +37,98 @@ if TYPE_CHECKING:
     from .settings import Setting
     from .testing.emulator import Emulator
 
+    _F = TypeVar("_F", bound=Callable[..., object])
+
 PROJECT = "dranet_cloud"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+# The attributes pluggy's markers set and its PluginManager reads.
+IMPL_ATTR = PROJECT + "_impl"
+SPEC_ATTR = PROJECT + "_spec"
+
+
+class HookimplMarker:
+    """``pluggy.HookimplMarker(PROJECT)`` without importing pluggy.
+
+    Every ``dranet-cloud detect`` imports each plugin module, and pluggy
+    (with :mod:`inspect`) costs more than a bare-metal node's whole
+    detection.  This marker sets exactly the options dict pluggy's sets, so a
+    ``PluginManager`` created later (when a provider is found, or for any
+    other command) parses plugin modules unchanged;
+    ``tests/test_detect_imports.py`` compares the two.
+    """
+
+    __slots__ = ("project_name",)
+
+    def __init__(self, project_name: str) -> None:
+        self.project_name = project_name
+
+    @overload
+    def __call__(
+        self,
+        function: _F,
+        hookwrapper: bool = ...,
+        optionalhook: bool = ...,
+        tryfirst: bool = ...,
+        trylast: bool = ...,
+        specname: str | None = ...,
+        wrapper: bool = ...,
+    ) -> _F: ...
+
+    @overload
+    def __call__(
+        self,
+        function: None = ...,
+        hookwrapper: bool = ...,
+        optionalhook: bool = ...,
+        tryfirst: bool = ...,
+        trylast: bool = ...,
+        specname: str | None = ...,
+        wrapper: bool = ...,
+    ) -> Callable[[_F], _F]: ...
+
+    def __call__(
+        self,
+        function: _F | None = None,
+        hookwrapper: bool = False,
+        optionalhook: bool = False,
+        tryfirst: bool = False,
+        trylast: bool = False,
+        specname: str | None = None,
+        wrapper: bool = False,
+    ) -> _F | Callable[[_F], _F]:
+        opts = {
+            "wrapper": wrapper,
+            "hookwrapper": hookwrapper,
+            "optionalhook": optionalhook,
+            "tryfirst": tryfirst,
+            "trylast": trylast,
+            "specname": specname,
+        }
+
+        def mark(func: _F) -> _F:
+            setattr(func, self.project_name + "_impl", dict(opts))
+            return func
+
+        return mark if function is None else mark(function)
+
+
+hookimpl = HookimplMarker(PROJECT)
+
+
+def _firstresult_spec(func: _F) -> _F:
+    """``pluggy.HookspecMarker(PROJECT)(firstresult=True)``, without pluggy (see above)."""
+    opts = {"firstresult": True, "historic": False, "warn_on_impl": None, "warn_on_impl_args": None}
+    setattr(func, SPEC_ATTR, opts)
+    return func
+
+
+def __getattr__(name: str) -> Any:
+    """``hookspec``, pluggy's own spec marker, for code that still imports it."""
+    if name == "hookspec":
+        import pluggy
+
+        return pluggy.HookspecMarker(PROJECT)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Prefix of local evidence that comes from configuration (a URL in the
 # environment) rather than from the node itself; it ranks after hardware
@@ -47,7 +136,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 CONFIGURED_EVIDENCE = "configured: "
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def local_evidence(context: ProviderContext) -> str | None:
     """Say whether the node's own files point at this plugin's environment.
 
@@ -61,7 +150,7 @@ def local_evidence(context: ProviderContext) -> str | None:
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def provider_aliases() -> list[str] | None:
     """Other names operators may use for this plugin in ``--cloud-provider-hint``.
 
@@ -71,7 +160,7 @@ def provider_aliases() -> list[str] | None:
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def plugin_settings() -> list[Setting] | None:
     """The ``--set`` keys this plugin reads, with their types.
 
@@ -86,7 +175,7 @@ def plugin_settings() -> list[Setting] | None:
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     """Confirm the environment with one cheap metadata request.
 
@@ -102,7 +191,7 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
     """Load the plugin's instance snapshot from its metadata server.
 
@@ -117,7 +206,7 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
@@ -132,7 +221,7 @@ def device_attributes(
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def attribute_ranking() -> list[str] | None:
     """This plugin's attribute names, most useful first.
 
@@ -148,7 +237,7 @@ def attribute_ranking() -> list[str] | None:
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
@@ -160,7 +249,7 @@ def device_config(
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def profile_config(
     context: ProviderContext,
     instance: InstanceSnapshot,
@@ -189,7 +278,7 @@ def profile_config(
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def release_profile_config(
     context: ProviderContext,
     instance: InstanceSnapshot,
@@ -210,7 +299,7 @@ def release_profile_config(
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
     """Build (not start) this plugin's metadata emulator.
 
@@ -222,7 +311,7 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
     """
 
 
-@hookspec(firstresult=True)
+@_firstresult_spec
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     """Write a fake host root matching the emulator's default fixture.
 

@@ -11,8 +11,7 @@ copied root.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # models pull in pydantic; detection must not pay for it
     from pathlib import Path
@@ -39,8 +38,9 @@ DMI_FIELDS = (
 RTF_REJECT = 0x0200
 
 
-@dataclass(frozen=True)
-class Inet6Address:
+# Records are NamedTuples, not dataclasses: auto-detection imports this module
+# on every node, and dataclasses (with inspect) costs more than detecting.
+class Inet6Address(NamedTuple):
     """One line of ``/proc/net/if_inet6``."""
 
     address: str  # compressed textual form
@@ -53,8 +53,7 @@ class Inet6Address:
         return self.scope == 0
 
 
-@dataclass(frozen=True)
-class Inet6Route:
+class Inet6Route(NamedTuple):
     """One line of ``/proc/net/ipv6_route`` (the kernel's IPv6 FIB dump)."""
 
     destination: str  # compressed network address

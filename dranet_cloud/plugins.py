@@ -6,15 +6,15 @@ separately, so a plugin can never claim a role it has no code for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
-
-import pluggy
+from types import FunctionType, MethodType, ModuleType
+from typing import TYPE_CHECKING, Any
 
 from . import hookspecs
 from .errors import ConfigError
 from .lazylog import LazyLogger
+
+if TYPE_CHECKING:
+    import pluggy
 
 log = LazyLogger(__name__)
 
@@ -28,12 +28,35 @@ ROLE_HOOKS = {
 }
 
 
-@dataclass(frozen=True)
+# Hooks the registry may call without pluggy while no PluginManager exists
+# (auto-detection on a node with no evidence never needs one).
+DIRECT_HOOKS = frozenset({"local_evidence"})
+
+
 class PluginInfo:
-    name: str
-    distribution: str
-    version: str
-    roles: tuple[str, ...]
+    """An installed plugin as ``dranet-cloud plugins`` lists it."""
+
+    __slots__ = ("distribution", "name", "roles", "version")
+
+    def __init__(self, name: str, distribution: str, version: str, roles: tuple[str, ...]):
+        self.name = name
+        self.distribution = distribution
+        self.version = version
+        self.roles = roles
+
+    def _key(self) -> tuple[str, str, str, tuple[str, ...]]:
+        return (self.name, self.distribution, self.version, self.roles)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is PluginInfo and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "PluginInfo(name={!r}, distribution={!r}, version={!r}, roles={!r})".format(
+            *self._key()
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,33 +67,103 @@ class PluginInfo:
         }
 
 
+def _marked_hooks(plugin: object) -> dict[str, list[tuple[Any, dict[str, Any]]]] | None:
+    """Hook name -> the plugin module's marked functions and their options.
+
+    Reads the attribute :data:`hookspecs.hookimpl` sets, as pluggy does (a
+    ``specname`` option names the hook).  ``None`` when only pluggy can tell
+    (the plugin is not a module, or marks a static/class/bound method).
+    """
+    if type(plugin) is not ModuleType:
+        return None
+    out: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+    for attr, value in vars(plugin).items():
+        if isinstance(value, FunctionType):
+            opts = getattr(value, hookspecs.IMPL_ATTR, None)
+            if isinstance(opts, dict):
+                out.setdefault(opts.get("specname") or attr, []).append((value, opts))
+        elif isinstance(value, (staticmethod, classmethod, MethodType)):
+            marked = getattr(value, hookspecs.IMPL_ATTR, None)
+            if marked is not None or getattr(value.__func__, hookspecs.IMPL_ATTR, None):
+                return None
+    return out
+
+
+def _direct_args(func: Any, kwargs: dict[str, Any]) -> list[Any] | None:
+    """The arguments pluggy would pass a plain module function, or ``None``.
+
+    pluggy passes the positional parameters without defaults, by name;
+    anything it unwraps or binds (``__wrapped__``, methods) is left to it.
+    """
+    if hasattr(func, "__wrapped__") or "." in func.__qualname__:
+        return None
+    code = func.__code__
+    names = code.co_varnames[: code.co_argcount]
+    names = names[: len(names) - len(func.__defaults__ or ())]
+    if not all(n in kwargs for n in names):
+        return None
+    return [kwargs[n] for n in names]
+
+
 class PluginRegistry:
     """A pluggy manager plus per-plugin routing.
 
     The host calls exactly one plugin per decision, so it uses
     :meth:`caller` (a pluggy subset hook caller) instead of broadcasting.
+    The manager is created on first use: until then, roles are read off the
+    plugin modules' markers and :data:`DIRECT_HOOKS` are called directly, so
+    a node with no evidence never imports pluggy (nor :mod:`inspect`).
     """
 
     def __init__(self, pm: pluggy.PluginManager | None = None, *, load_entry_points: bool = True):
-        self.pm = pm or pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self._pm = pm
+        if pm is not None:
+            pm.add_hookspecs(hookspecs)
+        # Loaded plugins not yet handed to the manager, in load order.
+        self._pending: dict[str, object] = {}
+        self._marks: dict[str, dict[str, list[tuple[Any, dict[str, Any]]]] | None] = {}
         self._dist: dict[str, tuple[str, str]] = {}
         self._callers: dict[tuple[str, str], Any] = {}
         if load_entry_points:
             self.load_entry_points()
 
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        """The pluggy manager, created (and given the loaded plugins) on first use."""
+        if self._pm is None:
+            import pluggy
+
+            pm = pluggy.PluginManager(hookspecs.PROJECT)
+            pm.add_hookspecs(hookspecs)
+            self._pm = pm
+        while self._pending:
+            name = next(iter(self._pending))
+            self._pm.register(self._pending.pop(name), name=name)
+        return self._pm
+
+    def _hooks_of(self, name: str) -> dict[str, list[tuple[Any, dict[str, Any]]]] | None:
+        """The markers of a plugin not yet in the manager; ``None``: ask pluggy."""
+        if self._pm is not None or name not in self._pending:
+            return None
+        if name not in self._marks:
+            self._marks[name] = _marked_hooks(self._pending[name])
+        return self._marks[name]
+
     def load_entry_points(self) -> None:
         from .entrypoints import plugin_entry_points
 
         for ep in plugin_entry_points(ENTRY_POINT_GROUP):
-            if self.pm.has_plugin(ep.name):
+            if ep.name in self._pending or (self._pm is not None and self._pm.has_plugin(ep.name)):
                 continue
             try:
                 module = ep.load()
             except Exception as exc:  # a broken vendor package must not break the node
                 log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
                 continue
-            self.pm.register(module, name=ep.name)
+            if self._pm is None:
+                self._pending[ep.name] = module
+            else:
+                self._pm.register(module, name=ep.name)
             self._dist[ep.name] = (ep.distribution, ep.version)
 
     def register(
@@ -86,9 +179,14 @@ class PluginRegistry:
         self._callers.clear()
 
     def names(self) -> list[str]:
+        if self._pm is None:
+            return sorted(self._pending)
         return sorted(n for n, _ in self.pm.list_name_plugin())
 
     def implements(self, name: str, hook: str) -> bool:
+        hooks = self._hooks_of(name)
+        if hooks is not None:
+            return hook in hooks
         plugin = self.pm.get_plugin(name)
         if plugin is None:
             return False
@@ -163,4 +261,15 @@ class PluginRegistry:
         return self._callers[key]
 
     def call(self, name: str, hook: str, **kwargs: Any) -> Any:
+        hooks = self._hooks_of(name) if hook in DIRECT_HOOKS else None
+        impls = (hooks or {}).get(hook, [])
+        if len(impls) == 1:
+            func, opts = impls[0]
+            args = (
+                None
+                if opts.get("wrapper") or opts.get("hookwrapper")
+                else _direct_args(func, kwargs)
+            )
+            if args is not None:
+                return func(*args)
         return self.caller(name, hook)(**kwargs)

@@ -14,11 +14,17 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from dranet_cloud import entrypoints, hookspecs
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.entrypoints import PluginEntryPoint
+from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
@@ -81,6 +87,9 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
     heavy = [m for m in modules if m.split(".")[0] in HEAVY]
     assert heavy == []
     assert "dranet_cloud.host" not in modules and "dranet_cloud.models" not in modules
+    # Nor pluggy (each plugin's local_evidence is called directly), nor the
+    # inspect module that pluggy and dataclasses would each bring.
+    assert [m for m in modules if m.split(".")[0] in ("pluggy", "inspect", "dataclasses")] == []
     # Start-up cost: no entry-point scan through importlib.metadata (the email
     # parser, zipfile), no shutil from argparse, no thread pool without evidence,
     # and only the one sub-command module on the command line.
@@ -103,6 +112,138 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
         assert result["evidence"] == "no local evidence of any installed plugin"
     else:
         assert stdout.split()[:4] == ["provider", "none", "explicit", "False"]
+
+
+# --- our marker is pluggy's, and direct calls answer as pluggy does ------------------
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"tryfirst": True},
+        {"trylast": True, "optionalhook": True},
+        {"hookwrapper": True},
+        {"wrapper": True},
+        {"specname": "local_evidence"},
+    ],
+)
+def test_hookimpl_marks_functions_as_pluggy_does(opts: dict[str, object]) -> None:
+    import pluggy
+
+    def ours() -> None: ...
+
+    def theirs() -> None: ...
+
+    (hookimpl(**opts)(ours) if opts else hookimpl(ours))  # type: ignore[call-overload]
+    marker = pluggy.HookimplMarker(hookspecs.PROJECT)
+    (marker(**opts)(theirs) if opts else marker(theirs))  # type: ignore[call-overload]
+    assert getattr(ours, hookspecs.IMPL_ATTR) == getattr(theirs, hookspecs.IMPL_ATTR)
+
+
+def test_hookspecs_are_marked_as_pluggy_marks_firstresult_specs() -> None:
+    import pluggy
+
+    def spec() -> None: ...
+
+    pluggy.HookspecMarker(hookspecs.PROJECT)(firstresult=True)(spec)
+    expected = getattr(spec, hookspecs.SPEC_ATTR)
+    specs = {
+        n: f
+        for n, f in vars(hookspecs).items()
+        if isinstance(f, types.FunctionType) and f.__module__ == hookspecs.__name__ and n[0] != "_"
+    }
+    assert {"local_evidence", "instance_properties", "sample_host"} <= set(specs)
+    assert {n: getattr(f, hookspecs.SPEC_ATTR, None) for n, f in specs.items()} == {
+        n: expected for n in specs
+    }
+    assert isinstance(hookspecs.hookspec, pluggy.HookspecMarker)
+
+
+def _fake_plugin_module(name: str, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType(name)
+    exec(body, module.__dict__)  # the test plugins are written inline
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+PLUGIN_BODIES = {
+    # specname: the hook's name is not the function's; the impl takes fewer args.
+    "renamed": """
+from dranet_cloud.hookspecs import hookimpl
+@hookimpl(specname="local_evidence")
+def evidence(context):
+    return "DMI " + context.host_root.dmi("sys_vendor")
+@hookimpl
+def instance_properties(context, deadline):
+    raise AssertionError("not called")
+""",
+    "noargs": """
+from dranet_cloud.hookspecs import hookimpl
+@hookimpl
+def local_evidence():
+    return None
+@hookimpl
+def instance_properties(context, deadline):
+    raise AssertionError("not called")
+""",
+    # A wrapper is left to pluggy (it has no answer of its own).
+    "wrapped": """
+from dranet_cloud.hookspecs import hookimpl
+@hookimpl(wrapper=True)
+def local_evidence(context):
+    return (yield)
+@hookimpl
+def instance_properties(context, deadline):
+    raise AssertionError("not called")
+""",
+    "profile": """
+from dranet_cloud.hookspecs import hookimpl
+@hookimpl
+def profile_config(context, instance, device, claim_uid, config):
+    return None
+@hookimpl
+def release_profile_config(context, instance, device, claim_uid, config):
+    return True
+""",
+}
+
+
+@pytest.fixture()
+def lazy_registry(monkeypatch: pytest.MonkeyPatch) -> PluginRegistry:
+    eps = []
+    for name, body in PLUGIN_BODIES.items():
+        _fake_plugin_module(f"lazyplug_{name}", body, monkeypatch)
+        eps.append(PluginEntryPoint(name, f"lazyplug_{name}", f"lazyplug-{name}", "1"))
+    monkeypatch.setattr(entrypoints, "plugin_entry_points", lambda group: eps)
+    return PluginRegistry()
+
+
+def test_detection_answers_without_pluggy_as_pluggy_does(
+    lazy_registry: PluginRegistry, tmp_path: Path
+) -> None:
+    root = HostRootBuilder(tmp_path / "n").dmi(sys_vendor="Acme", product_name="X").build()
+    context = ProviderContext(host_root=HostRoot(root), env={})
+
+    def answers(reg: PluginRegistry) -> list[object]:
+        return [
+            reg.names(),
+            reg.with_role("cloud"),
+            reg.with_role("profile"),
+            [reg.implements(n, "local_evidence") for n in reg.names()],
+            [reg.call(n, "local_evidence", context=context) for n in ("renamed", "noargs")],
+        ]
+
+    lazy = answers(lazy_registry)
+    assert lazy_registry._pm is None, "roles and local evidence must not need pluggy"
+    assert lazy[1] == ["noargs", "renamed", "wrapped"] and lazy[2] == ["profile"]
+    assert lazy[4] == ["DMI Acme", None]
+    # The wrapper goes through pluggy (which finds no inner answer)...
+    assert lazy_registry.call("wrapped", "local_evidence", context=context) is None
+    assert lazy_registry._pm is not None
+    # ...and a manager-backed registry answers exactly as the lazy one did.
+    eager = PluginRegistry()
+    _ = eager.pm
+    assert answers(eager) == lazy
 
 
 def test_instance_snapshot_is_still_importable_from_context() -> None:
