@@ -116,6 +116,12 @@ def test_sidecar_shares_the_socket_and_keeps_ipam_on_the_host(
     assert db.removeprefix("--ipam-db=").startswith(mounts["dranet-cloud-ipam"] + "/")
     assert "hostPath" in volumes["dranet-cloud-ipam"]
     assert spec["serviceAccountName"] == "dranet"
+    # What plugins read through --host-root: sysfs, and the host's IPv6
+    # addresses and routes under proc/net (Azure, Aliyun); nothing else of /proc.
+    root = next(a for a in sidecar["args"] if a.startswith("--host-root=")).split("=", 1)[1]
+    assert mounts["dranet-cloud-sys"] == f"{root}/sys"
+    assert mounts["dranet-cloud-procnet"] == f"{root}/proc/net"
+    assert volumes["dranet-cloud-procnet"]["hostPath"]["path"] == "/proc/1/net"
 
 
 def test_sidecar_arguments_and_probes_parse_with_the_real_cli(
