@@ -28,6 +28,7 @@ DRANET's defaulting, validation and merge rules live in
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from typing import Annotated, Any, ClassVar, Literal
@@ -42,6 +43,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticUndefined
 
 from .claims import ClaimReference, resolve_claim
 
@@ -92,6 +94,40 @@ def _is_go_zero(value: Any) -> bool:
     return value == "" or value == [] or value == {} or (type(value) is int and value == 0)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _tree_copy(value: Any) -> Any:
+    """Deep copy of a wire value: atoms as they are, containers and models rebuilt."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list:
+        return [_tree_copy(v) for v in value]
+    if kind is dict:
+        return {k: _tree_copy(v) for k, v in value.items()}
+    if isinstance(value, WireModel):
+        return value.__deepcopy__()
+    return copy.deepcopy(value)
+
+
+_FIELD_NAMES: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _field_names(cls: type[WireModel]) -> tuple[frozenset[str], frozenset[str]]:
+    """``(wire keys, keys read leniently)`` of a model class, computed once per class.
+
+    Strict decoding (a user's claim config) knows only the wire spellings and
+    the legacy ones; lenient decoding also accepts the Python field names.
+    """
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        fields = cls.model_fields
+        wire = frozenset(f.alias or name for name, f in fields.items()) | cls._LEGACY_FIELDS
+        names = _FIELD_NAMES[cls] = (wire, wire | frozenset(fields))
+    return names
+
+
 class WireModel(BaseModel):
     """Base for wire documents: aliases on the wire, unset fields omitted.
 
@@ -109,18 +145,42 @@ class WireModel(BaseModel):
     def _unknown_fields(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict):
             return data
-        wire = {f.alias or name for name, f in cls.model_fields.items()}
+        wire, lenient = _field_names(cls)
         strict = bool(info.context and info.context.get(STRICT_FIELDS))
-        known = (wire if strict else wire | set(cls.model_fields)) | cls._LEGACY_FIELDS
+        known = wire if strict else lenient
+        if known.issuperset(data):  # every request: a set test, nothing built
+            return data
         unknown = [k for k in data if k not in known]
-        if unknown and strict:
+        if strict:
             raise ValueError(
                 f"unknown field {unknown[0]!r} (DRANET decodes claim configs strictly; "
-                f"known fields: {', '.join(sorted(wire))})"
+                f"known fields: {', '.join(sorted(wire - cls._LEGACY_FIELDS))})"
             )
-        if unknown:
-            log.debug("%s: ignoring unknown fields %s", cls.__name__, ", ".join(map(repr, unknown)))
+        log.debug("%s: ignoring unknown fields %s", cls.__name__, ", ".join(map(repr, unknown)))
         return data
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        """A deep copy without :func:`copy.deepcopy`'s generic walk.
+
+        Wire models are trees of strings, numbers, lists, dicts and other wire
+        models; the claim path copies configs several times per request
+        (cache hand-outs, merge, defaulting), where the generic walk cost more
+        than the validation itself.
+        """
+        cls = type(self)
+        out = cls.__new__(cls)
+        object.__setattr__(out, "__dict__", {k: _tree_copy(v) for k, v in self.__dict__.items()})
+        object.__setattr__(out, "__pydantic_extra__", _tree_copy(self.__pydantic_extra__))
+        object.__setattr__(out, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        private = getattr(self, "__pydantic_private__", None)
+        object.__setattr__(
+            out,
+            "__pydantic_private__",
+            None
+            if private is None
+            else {k: _tree_copy(v) for k, v in private.items() if v is not PydanticUndefined},
+        )
+        return out
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -239,3 +239,61 @@ def test_profile_request_wire_shape() -> None:
         "claim_uid": "u1",
         "config": {"profile": "p", "interface": {}},
     }
+
+
+def test_deep_copy_shares_nothing_mutable_and_keeps_what_was_set() -> None:
+    """Configs are copied several times per claim (cache hand-outs, merge,
+    defaulting); a copy a plugin edits must never change the original."""
+    original = parse_peer_config(DRANET_DOC)
+    copy = original.model_copy(deep=True)
+    assert copy == original and copy.to_wire() == original.to_wire()
+    assert copy.model_fields_set == original.model_fields_set
+    copy.interface.addresses = None
+    assert copy.routes is not None and copy.ethtool is not None
+    copy.routes[0].table = 7
+    copy.routes.append(copy.routes[0].model_copy())
+    copy.ethtool.features["rx-checksum"] = False
+    assert copy.interface.vrf is not None
+    copy.interface.vrf.table = 1
+    assert original.to_wire() == parse_peer_config(DRANET_DOC).to_wire()
+    assert original.model_dump(exclude_unset=True) == parse_peer_config(DRANET_DOC).model_dump(
+        exclude_unset=True
+    )
+
+
+def test_deep_copy_keeps_the_parsed_claim_reference() -> None:
+    req = parse_profile_request(
+        {
+            "device": {"name": "eth1"},
+            "claim": {"metadata": {"uid": "u-1", "namespace": "ns", "name": "c"}},
+        }
+    )
+    copy = req.model_copy(deep=True)
+    assert copy.claim_ref == req.claim_ref
+    assert copy.claim is not None and req.claim is not None
+    copy.claim["metadata"]["uid"] = "changed"
+    assert req.claim["metadata"]["uid"] == "u-1"
+
+
+def test_unknown_field_checks_hold_for_every_model_class() -> None:
+    """Field names are computed once per class: a nested model, a subclass
+    and the strict/lenient split must each keep their own set."""
+    with pytest.raises(ValidationError) as err:
+        parse_user_config({"interface": {"vrf": {"name": "v", "tabel": 3}}})
+    text = str(err.value)
+    assert "'tabel'" in text and "known fields: name, table" in text
+    with pytest.raises(ValidationError) as err:
+        parse_user_config({"interface": {"bogus": 1}})
+    assert "unnumbered" not in str(err.value).split("known fields:")[1]  # legacy, not advertised
+    assert parse_user_config({"interface": {"unnumbered": True}}).interface.addressing == (
+        "Unnumbered"
+    )
+
+    class Wider(NetworkConfig):
+        extra_knob: int | None = None
+
+    assert Wider.model_validate({"extra_knob": 3}, context={"strict_fields": True}).extra_knob == 3
+    with pytest.raises(ValidationError, match="'extra_knob'"):
+        parse_user_config({"extra_knob": 3})
+    # Python names are read from peers only.
+    assert parse_peer_config({"interface": {"hardware_addr": "42:01:0a:00:00:01"}}).interface
