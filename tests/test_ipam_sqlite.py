@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
+from dranet_cloud.errors import AddressConflict, ConfigError, ProviderUnavailable
 from dranet_cloud.ipam import (
     DEFAULT_IPAM_DB,
     IPAM_DB_ENV,
@@ -24,7 +24,7 @@ from dranet_cloud.ipam import (
     SqliteStore,
     open_store,
 )
-from dranet_cloud.ipam.sqlite import resolve_db_path
+from dranet_cloud.ipam.sqlite import WouldBlock, resolve_db_path
 from dranet_cloud.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/22")
@@ -386,3 +386,116 @@ def test_sigkill_while_allocating_leaves_a_consistent_store(tmp_path: Path) -> N
             model[in_flight] = None
         check_consistent(path, model)
     assert sum(1 for v in model.values() if v) > 0  # the churn really allocated
+
+
+# -- deferred writes (the server's event loop) ----------------------------------------
+
+
+def _committed_rows(path: Path) -> set[str]:
+    """What another connection (another process would see the same) finds on disk."""
+    with sqlite3.connect(path) as other:
+        return {str(row[0]) for row in other.execute("SELECT claim_uid FROM allocations")}
+
+
+def test_deferred_writes_are_not_visible_until_committed(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        with store.deferred_writes() as scope:
+            first = store.allocate(owner(1), [V4, V6])
+            second = store.allocate(owner(2), [V4])
+        assert len(scope.batches) == 1  # both writes share one open group
+        assert _committed_rows(path) == set()  # nothing durable, nothing to tell anyone
+        assert store.commit_if_clean(scope.batches) is False  # it holds changes: needs an fsync
+        store.commit_deferred(scope.batches)
+        assert _committed_rows(path) == {"claim-1", "claim-2"}
+        assert store.allocate(owner(1), [V4, V6]) == first
+        assert store.allocate(owner(2), [V4]) == second
+
+
+def test_a_deferred_retry_commits_on_the_spot_without_writing(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        held = store.allocate(owner(1), [V4])
+        with store.deferred_writes() as scope:
+            assert store.allocate(owner(1), [V4]) == held
+        assert scope.batches and store.commit_if_clean(scope.batches) is True
+        assert all(b.done.is_set() for b in scope.batches)
+        # The next write starts a new transaction: the old one really ended.
+        assert len(store.allocate(owner(2), [V4])) == 1
+        assert _committed_rows(path) == {"claim-1", "claim-2"}
+
+
+def test_deferred_writes_never_wait_for_another_process(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path, busy_timeout=5.0) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with store.deferred_writes() as scope, pytest.raises(WouldBlock, match="locked"):
+                store.allocate(owner(1), [V4])
+            assert scope.batches == []
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        # The busy timeout is back for ordinary callers, and nothing was half done.
+        assert store._connection().execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        assert len(store.allocate(owner(1), [V4])) == 1
+        assert _committed_rows(path) == {"claim-1"}
+
+
+def test_deferred_writes_never_wait_for_another_thread(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        entered, leave = threading.Event(), threading.Event()
+
+        def slow_writer() -> None:
+            with store._transaction():  # holds the store lock, as a worker thread would
+                entered.set()
+                leave.wait(10)
+
+        writer = threading.Thread(target=slow_writer)
+        writer.start()
+        try:
+            assert entered.wait(10)
+            with store.deferred_writes(), pytest.raises(WouldBlock, match="another thread"):
+                store.allocate(owner(1), [V4])
+            with store.deferred_writes(), pytest.raises(WouldBlock):
+                store.held(owner(1))
+        finally:
+            leave.set()
+            writer.join(10)
+        assert store.allocate(owner(1), [V4])
+
+
+def test_a_failed_deferred_write_keeps_the_rest_of_its_group(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        store.reserve(owner("holder"), ["10.0.0.9/32"])
+        with store.deferred_writes() as scope:
+            kept = store.allocate(owner(1), [V4])
+            with pytest.raises(AddressConflict, match="already held"):
+                store.reserve(owner(2), ["10.0.0.9/32"])
+            # A read that needs a commit first refuses rather than fsync here.
+            with pytest.raises(WouldBlock, match="waiting for their commit"):
+                store.list()
+        store.commit_deferred(scope.batches)
+        assert _committed_rows(path) == {"claim-holder", "claim-1"}
+        assert store.allocate(owner(1), [V4]) == kept
+
+
+def test_a_failed_commit_is_raised_to_whoever_waits_for_the_group(tmp_path: Path) -> None:
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        with store.deferred_writes() as scope:
+            store.allocate(owner(1), [V4])
+        # What _commit_batch does when COMMIT fails (disk full, I/O error).
+        (batch,) = scope.batches
+        store._batch = None
+        store._connection().execute("ROLLBACK")
+        batch.error = ConfigError("ipam: injected COMMIT failure")
+        batch.done.set()
+        with pytest.raises(ConfigError, match="injected"):
+            store.commit_deferred(scope.batches)
+        with pytest.raises(ConfigError, match="injected"):
+            store.commit_if_clean(scope.batches)
+        assert _committed_rows(path) == set()

@@ -196,14 +196,50 @@ def resolve_db_path(
 
 
 class _Batch:
-    """Writes that share one COMMIT; ``done`` is set once it committed or failed."""
+    """Writes that share one COMMIT; ``done`` is set once it committed or failed.
 
-    __slots__ = ("done", "error", "size")
+    ``changes_at_begin`` is the connection's change counter when the group's
+    transaction began: a group whose writes changed nothing (a kubelet retry)
+    commits without touching the disk.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("changes_at_begin", "done", "error", "size")
+
+    def __init__(self, changes_at_begin: int = 0) -> None:
         self.done = threading.Event()
         self.error: Exception | None = None
         self.size = 0
+        self.changes_at_begin = changes_at_begin
+
+
+class WouldBlock(BaseException):
+    """A write inside :meth:`SqliteStore.deferred_writes` would have had to wait.
+
+    The store lock is held by another thread, or another process holds the
+    database's write lock.  Nothing was read or written; the caller runs the
+    request again where waiting is allowed.  It derives from
+    ``BaseException`` so that the plugin and host code between the caller
+    and the store, which turns ordinary exceptions into error answers, lets
+    it through untouched.
+    """
+
+
+class DeferredWrites:
+    """What :meth:`SqliteStore.deferred_writes` collected: the groups left open.
+
+    Their writes are not durable, and nobody may learn of them, until
+    :meth:`SqliteStore.commit_deferred` (or :meth:`SqliteStore.commit_if_clean`)
+    has committed every group listed here.
+    """
+
+    __slots__ = ("batches", "store")
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.batches: list[_Batch] = []
+
+
+_THREAD = threading.local()
 
 
 def create_private(path: str) -> None:
@@ -430,18 +466,21 @@ class SqliteStore:
         With ``synchronous=FULL`` that is one fsync for many allocations, and
         nobody gets an answer before its allocation is durable.
         """
-        self._acquire(waiting=True)
+        scope: DeferredWrites | None = getattr(_THREAD, "deferred", None)
+        if scope is not None and scope.store is not self:
+            scope = None
+        if scope is None:
+            self._acquire(waiting=True)
+        elif not self._lock.acquire(blocking=False):
+            raise WouldBlock(f"ipam: the store {self.path} is in use by another thread")
         failed: BaseException | None = None
         handoff = False
         try:
             conn = self._connection()
             batch = self._batch
             if batch is None:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
-                    raise self._error(exc) from exc
-                batch = self._batch = _Batch()
+                self._begin(conn, wait=scope is None)
+                batch = self._batch = _Batch(conn.total_changes)
             try:
                 conn.execute("SAVEPOINT ipam_write")
                 yield conn
@@ -456,10 +495,22 @@ class SqliteStore:
                     # SQLite rolled the whole transaction back (I/O error, disk
                     # full): every write of the group is lost; say so to all.
                     self._batch = None
-                    batch.error = self._error(exc) if isinstance(exc, sqlite3.Error) else None
+                    batch.error = (
+                        self._error(exc)
+                        if isinstance(exc, sqlite3.Error)
+                        else ConfigError(
+                            f"ipam: {self.path}: the transaction was rolled back ({exc}); "
+                            "retry the request"
+                        )
+                    )
                     batch.done.set()
             if self._batch is batch:
-                if self._waiting > 0 and batch.size < MAX_GROUP_COMMIT:
+                if scope is not None:
+                    # Even after a failed write: the group may hold other writes,
+                    # and a commit (an fsync) must not run on this thread.
+                    if batch not in scope.batches:
+                        scope.batches.append(batch)
+                elif self._waiting > 0 and batch.size < MAX_GROUP_COMMIT:
                     handoff = True
                 else:
                     self._commit_batch(conn)
@@ -479,13 +530,105 @@ class SqliteStore:
         elif batch.error is not None:
             raise batch.error
 
+    def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> None:
+        """``BEGIN IMMEDIATE``; without ``wait``, :class:`WouldBlock` instead of
+        waiting for another process's write lock."""
+        if wait:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise WouldBlock(f"ipam: {self.path} is locked by another process") from None
+            raise self._error(exc) from exc
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+
+    @contextmanager
+    def deferred_writes(self) -> Iterator[DeferredWrites]:
+        """Writes on this thread neither wait nor commit until the caller says so.
+
+        For a caller that must never block (the server's event loop): a write
+        that would wait for the store lock or for another process raises
+        :class:`WouldBlock` before touching anything, and a write that went
+        through stays in the open group (listed in the scope) instead of
+        being committed.  The caller must then commit the listed groups with
+        :meth:`commit_if_clean` or :meth:`commit_deferred` *before* telling
+        anyone what was written: until then it is not durable.
+        """
+        scope = DeferredWrites(self)
+        outer = getattr(_THREAD, "deferred", None)
+        _THREAD.deferred = scope
+        try:
+            yield scope
+        finally:
+            _THREAD.deferred = outer
+
+    def commit_if_clean(self, batches: Sequence[_Batch]) -> bool:
+        """Commit ``batches`` now if that writes nothing to disk; never blocks.
+
+        True when every group is settled (committed here or by another
+        thread); False when a group holds changes, or the lock is busy, so
+        :meth:`commit_deferred` must run where waiting is allowed.  Raises a
+        group's failure like :meth:`commit_deferred`.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            conn = self._conn
+            for batch in batches:
+                if self._batch is batch and conn is not None:
+                    if conn.total_changes != batch.changes_at_begin:
+                        return False
+                    self._commit_batch(conn)
+        finally:
+            self._lock.release()
+        self._raise_failed(batches)
+        return True
+
+    def commit_deferred(self, batches: Sequence[_Batch]) -> None:
+        """Commit the groups a :meth:`deferred_writes` scope left open (one
+        fsync for all of them); raises if any of them failed."""
+        for batch in batches:
+            if batch.done.is_set():
+                continue
+            self._acquire(waiting=False)
+            try:
+                if self._batch is batch and self._conn is not None:
+                    self._commit_batch(self._conn)
+            finally:
+                self._lock.release()
+        self._raise_failed(batches)
+
+    @staticmethod
+    def _raise_failed(batches: Sequence[_Batch]) -> None:
+        for batch in batches:
+            if not batch.done.is_set():  # pragma: no cover - groups end under the lock
+                raise RuntimeError("ipam: a deferred write group was never committed")
+            if batch.error is not None:
+                raise batch.error
+
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: several SELECTs that see one state, no write lock."""
-        self._acquire(waiting=False)
+        scope: DeferredWrites | None = getattr(_THREAD, "deferred", None)
+        if scope is None or scope.store is not self:
+            self._acquire(waiting=False)
+        elif not self._lock.acquire(blocking=False):
+            raise WouldBlock(f"ipam: the store {self.path} is in use by another thread")
         try:
             conn = self._connection()
             if self._batch is not None:
+                if scope is not None and scope.store is self:
+                    # Reporting it needs a commit first, and that may not run here.
+                    raise WouldBlock(f"ipam: {self.path} has writes waiting for their commit")
                 self._commit_batch(conn)  # never report what is not durable yet
             try:
                 conn.execute("BEGIN")
