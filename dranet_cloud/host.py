@@ -477,7 +477,7 @@ class ProviderHost:
                 "only when the claim's merged config names one",
                 status=400,
             )
-        plugin = self.profile_routes.get(config.profile or "", self.profile)
+        plugin = self.profile_plugin(config)
         if plugin is None:
             raise ProfileDenied(
                 f"profile {config.profile!r} was requested for device {device.label()} but no "
@@ -542,6 +542,19 @@ class ProviderHost:
                 status=400,
             ) from exc
 
+    def profile_plugin(self, config: NetworkConfig) -> str | None:
+        """The plugin :meth:`profile_config` asks for ``config`` (by its profile)."""
+        return self.profile_routes.get(config.profile or "", self.profile)
+
+    def release_plugins(self, config: NetworkConfig | None) -> list[str]:
+        """The plugins :meth:`release` asks: the config's profile's, or every one."""
+        routed = self.profile_routes.get(config.profile or "") if config is not None else None
+        if routed is not None:
+            return [routed]
+        if config is not None and config.profile:
+            return [self.profile] if self.profile else []
+        return list(dict.fromkeys([p for p in (self.profile, *self.profile_routes.values()) if p]))
+
     def release(
         self,
         device: DeviceIdentifiers,
@@ -557,15 +570,7 @@ class ProviderHost:
         """
         if not self._started:
             return True
-        routed = self.profile_routes.get(config.profile or "") if config is not None else None
-        if routed is not None:
-            plugins = [routed]
-        elif config is not None and config.profile:
-            plugins = [self.profile] if self.profile else []
-        else:
-            plugins = list(
-                dict.fromkeys([p for p in (self.profile, *self.profile_routes.values()) if p])
-            )
+        plugins = self.release_plugins(config)
         ok = True
         try:
             _key, device = self._resolved(device)

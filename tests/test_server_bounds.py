@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -600,3 +600,132 @@ def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
     time.sleep(0.1)
     with resolution_scope(memo):
         assert resolve_nic(root, dev) is not kept
+
+
+# --- the store lane: local-ipam claims on the event loop --------------------------------
+
+
+def _until(done: Callable[[], bool], what: str) -> None:
+    """Poll ``done``; a guard against hanging, not a timing assertion."""
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+def _rows(db: Path) -> dict[str, str]:
+    """claim UID -> address as another process reads the file (committed rows only)."""
+    with sqlite3.connect(db) as other:
+        return {
+            str(uid): str(addr)
+            for uid, addr in other.execute("SELECT claim_uid, address FROM allocations")
+        }
+
+
+def test_concurrent_local_ipam_claims_are_answered_only_once_durable(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    """Every 200 names an address that is already on disk, and no address twice."""
+    server = serve(host, tmp_path)
+    seen: dict[str, str] = {}
+    problems: list[str] = []
+
+    def claims(t: int) -> None:
+        with client(server) as c:
+            for i in range(15):
+                uid = f"lane-{t}-{i}"
+                r = c.post("/GetProfileConfig", json=claim(uid))
+                if r.status_code != 200:
+                    problems.append(f"{uid}: {r.status_code} {r.text}")
+                    continue
+                (address,) = r.json()["interface"]["addresses"]
+                if _rows(tmp_path / "ipam.db").get(uid) != address:
+                    problems.append(f"{uid}: answered {address} before it was committed")
+                seen[uid] = address
+                again = c.post("/GetProfileConfig", json=claim(uid))  # the kubelet retry
+                if again.json()["interface"]["addresses"] != [address]:
+                    problems.append(f"{uid}: the retry got {again.text}")
+
+    threads = [threading.Thread(target=claims, args=(t,)) for t in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert problems == []
+        assert len(seen) == 120 and len(set(seen.values())) == 120
+        lane = server.app._lane
+        assert lane is not None and lane.ran_inline > 0  # served on the loop, not a thread
+    finally:
+        server.stop()
+
+
+def test_a_failed_group_commit_answers_500_and_hands_nothing_out(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    store = host.context.ipam
+    assert isinstance(store, SqliteStore)
+    real = store._commit_batch
+    failing = threading.Event()
+
+    def commit(conn: sqlite3.Connection) -> None:
+        if not failing.is_set():
+            real(conn)
+            return
+        batch, store._batch = store._batch, None  # what a failed COMMIT leaves behind
+        conn.execute("ROLLBACK")
+        if batch is not None:
+            batch.error = ProviderUnavailable("ipam: disk I/O error (injected)")
+            batch.done.set()
+
+    store._commit_batch = commit  # type: ignore[method-assign]
+    server = serve(host, tmp_path)
+    try:
+        with client(server) as c:
+            assert c.post("/GetProfileConfig", json=claim("before")).status_code == 200
+            failing.set()
+            r = c.post("/GetProfileConfig", json=claim("lost"))
+            assert r.status_code == 500, r.text
+            assert "could not commit" in r.text and "injected" in r.text
+            assert "lost" not in _rows(tmp_path / "ipam.db")
+            failing.clear()
+            r = c.post("/GetProfileConfig", json=claim("lost"))  # the kubelet retries
+            assert r.status_code == 200
+            assert _rows(tmp_path / "ipam.db")["lost"] == r.json()["interface"]["addresses"][0]
+    finally:
+        server.stop()
+
+
+def test_a_claim_the_loop_cannot_serve_at_once_waits_on_a_worker(
+    host: ProviderHost, tmp_path: Path
+) -> None:
+    """Another process holds the write lock for a moment: the loop hands the claim to the
+    pool (which may wait), and /health never waits for it."""
+    server = serve(host, tmp_path)
+    other = sqlite3.connect(tmp_path / "ipam.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        answer: list[httpx.Response] = []
+        waiting = threading.Thread(
+            target=lambda: answer.append(
+                client(server).post("/GetProfileConfig", json=claim("patient"))
+            )
+        )
+        waiting.start()
+
+        def handed_off() -> bool:
+            lane = server.app._lane
+            return lane is not None and lane.sent_to_pool == 1
+
+        _until(handed_off, "the hand-off to a worker")
+        elapsed, r = timed_health(server)
+        assert r.status_code == 200 and elapsed < HEALTH_BOUND
+        other.execute("COMMIT")
+        waiting.join(30)
+        assert answer and answer[0].status_code == 200
+        assert (
+            _rows(tmp_path / "ipam.db")["patient"] == answer[0].json()["interface"]["addresses"][0]
+        )
+    finally:
+        other.close()
+        server.stop()

@@ -22,17 +22,17 @@ times that.  Here ``/health`` is answered on the event loop from bytes built
 once, so no IPAM lock, slow plugin or busy worker can delay it; everything
 that may block (plugins, the store) runs in a bounded worker pool, and a
 request that finds the pool saturated gets a fast 503 instead of a queue.
+The exception is a request that only the built-in local IPAM serves: it runs
+on the loop without ever waiting and its writes are committed in groups by
+one thread (:mod:`.lane`).
 FastAPI still builds ``/openapi.json`` (:mod:`.docs`) and answers unknown
 paths and methods.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-import queue
 import re
 import threading
 import time
@@ -44,6 +44,8 @@ from pydantic import ValidationError
 from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable
 from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
+from ..ipam.sqlite import SqliteStore
+from ..local_ipam import PLUGIN_NAME as LOCAL_IPAM
 from ..logsafe import safe
 from ..models import (
     DeviceIdentifiers,
@@ -52,8 +54,8 @@ from ..models import (
     parse_peer_config,
     parse_profile_request,
 )
-from ..nic import ResolutionMemo, resolution_scope
 from .docs import documentation_app
+from .lane import StoreLane, StoreOnly
 from .middleware import (
     ASGIApp,
     Message,
@@ -66,6 +68,7 @@ from .middleware import (
     printable,
     read_capped_body,
 )
+from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("dranet_cloud.server.access")
@@ -222,69 +225,6 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
         )
 
 
-# Resolved NICs are reused for a second across requests: a kubelet retry or
-# the other device calls of one claim do not walk sysfs again.
-NIC_MEMO_SECONDS = 1.0
-
-
-def _settle(fut: asyncio.Future[Reply], value: Any, ok: bool) -> None:
-    if fut.done():  # the request was cancelled meanwhile (shutdown)
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)
-
-
-class WorkerPool:
-    """Threads that run blocking jobs for the event loop.
-
-    A ``SimpleQueue`` in and ``call_soon_threadsafe`` out: about a third of
-    the cost of ``run_in_executor`` per job (no ``concurrent.futures`` future
-    chained to an asyncio one), which is measurable when the whole request
-    takes a few hundred microseconds.  Daemon threads: a plugin that never
-    returns cannot keep the process alive after shutdown.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._memo = ResolutionMemo(ttl=NIC_MEMO_SECONDS)
-        self._jobs: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop, asyncio.Future[Reply], Callable[[], Reply]] | None
-        ] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"byodp-worker-{i}", daemon=True)
-            for i in range(size)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, job: Callable[[], Reply]) -> asyncio.Future[Reply]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Reply] = loop.create_future()
-        self._jobs.put((loop, fut, job))
-        return fut
-
-    def _work(self) -> None:
-        while True:
-            item = self._jobs.get()
-            if item is None:
-                return
-            loop, fut, job = item
-            try:
-                with resolution_scope(self._memo):
-                    value: Any = job()
-                ok = True
-            except BaseException as exc:  # handed to the awaiting request
-                value, ok = exc, False
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
-                loop.call_soon_threadsafe(_settle, fut, value, ok)
-
-    def close(self) -> None:
-        """Let each thread finish its current job and stop (queued jobs still run first)."""
-        for _ in self._threads:
-            self._jobs.put(None)
-
-
 class _Route:
     """A fast-path endpoint: its method and a parser that returns a blocking job or a reply."""
 
@@ -328,6 +268,8 @@ class ByodpApp:
         self._store_health = store_health or self._open_store_health
         self._workers = workers
         self._pool: WorkerPool | None = None
+        self._committer: WorkerPool | None = None
+        self._lane: StoreLane | None = None
         self._pool_lock = threading.Lock()
         self._in_flight = 0
         self._routes: dict[str, _Route] = {
@@ -367,9 +309,41 @@ class ByodpApp:
         the clean-up (socket removal, store close) hostage.
         """
         with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+            pools = (self._pool, self._committer)
+            self._pool = self._committer = None
+            self._lane = None
+        for pool in pools:
+            if pool is not None:
+                pool.close()
+
+    def _store_lane(self) -> StoreLane | None:
+        """The lane for store-only requests, once the SQLite store is open."""
+        lane = self._lane
+        if lane is not None:
+            return lane
+        store = self.host.context.ipam_if_open
+        if not isinstance(store, SqliteStore):
+            return None
+        pool = self._executor()
+        with self._pool_lock:
+            if self._lane is None:
+                self._committer = WorkerPool(1, name="byodp-committer", memo=pool.memo)
+                self._lane = StoreLane(
+                    store,
+                    fallback=pool.submit,
+                    committer=self._committer.submit,
+                    failed=lambda exc: text_reply(
+                        500,
+                        f"the IPAM store could not commit this claim's addresses ({safe(exc)}); "
+                        "nothing was handed out, retry",
+                    ),
+                    memo=pool.memo,
+                )
+            return self._lane
+
+    def _store_only(self, plugins: Sequence[str | None]) -> bool:
+        """Whether every plugin a call reaches is the built-in local IPAM (store only)."""
+        return bool(plugins) and all(p == LOCAL_IPAM for p in plugins)
 
     def _open_store_health(self) -> str | None:
         store = self.host.context.ipam_if_open
@@ -475,6 +449,10 @@ class ByodpApp:
             )
         self._in_flight += 1
         try:
+            lane = self._store_lane() if isinstance(job, StoreOnly) else None
+            if lane is not None:
+                reply: Reply = await lane.run(job)
+                return reply
             return await self._executor().submit(job)
         finally:
             self._in_flight -= 1
@@ -538,6 +516,8 @@ class ByodpApp:
                 return result
             return json_reply((result or NetworkConfig()).to_wire())
 
+        if self._store_only([self.host.profile_plugin(config)]):
+            return StoreOnly(job)
         return job
 
     def _release(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
@@ -576,6 +556,8 @@ class ByodpApp:
                 )
             return 200, b"", b""
 
+        if self._store_only(self.host.release_plugins(config)):
+            return StoreOnly(job)
         return job
 
 

@@ -1,0 +1,158 @@
+"""Requests that only touch the node's IPAM store run on the event loop.
+
+A ``local-ipam`` claim is a dictionary lookup, a few SQLite statements on a
+local file and a reply.  Handing it to a worker thread and back cost more
+than the work itself: two wake-ups and a GIL hand-over each way, with cold
+caches after each.  So such a request runs where it was parsed, with the
+store in deferred mode (:meth:`SqliteStore.deferred_writes`), under two
+rules that keep the loop (and ``/health``) from ever waiting on it:
+
+* it never waits: when the store lock is taken (a worker thread, the
+  collector, a commit under way) or another process holds the database's
+  write lock, the store raises :class:`WouldBlock` before reading anything,
+  and the request goes to the worker pool, where waiting is allowed and
+  bounded by the busy timeout;
+* it never commits: its writes stay in the open transaction.  At the end of
+  the loop iteration, every request that wrote in it is committed together
+  on the committer thread (one fsync for all of them), and only then are
+  the answers released.  A group that changed nothing (a kubelet retry)
+  commits on the loop at once, which writes nothing to disk.
+
+If the commit fails, every answer that waited for it becomes an error (the
+kubelet retries): nobody learns of an address that is not on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..ipam.sqlite import SqliteStore, WouldBlock
+from ..nic import ResolutionMemo, resolution_scope
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _failure(fut: asyncio.Future[None]) -> BaseException | None:
+    if fut.cancelled():
+        return RuntimeError("the commit was cancelled (the server is stopping)")
+    return fut.exception()
+
+
+class StoreOnly:
+    """A request job marked as touching nothing but the node's IPAM store."""
+
+    __slots__ = ("job",)
+
+    def __init__(self, job: Callable[[], Any]) -> None:
+        self.job = job
+
+    def __call__(self) -> Any:
+        return self.job()
+
+
+class StoreLane:
+    """Runs :class:`StoreOnly` jobs on the loop and commits their writes in groups.
+
+    ``fallback`` runs a job where it may wait (the worker pool); ``committer``
+    runs a commit on the one thread that does them; ``failed`` turns a commit
+    failure into the answer every request of that group gets instead.
+    """
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        fallback: Callable[[Callable[[], T]], Awaitable[T]],
+        committer: Callable[[Callable[[], None]], asyncio.Future[None]],
+        failed: Callable[[BaseException], Any],
+        memo: ResolutionMemo,
+    ) -> None:
+        self.store = store
+        self._fallback: Callable[[Callable[[], Any]], Awaitable[Any]] = fallback
+        self._committer = committer
+        self._failed = failed
+        self._memo = memo
+        self._batches: list[Any] = []
+        self._answers: list[tuple[asyncio.Future[Any], Any]] = []
+        self._scheduled = False
+        self._committing: asyncio.Future[None] | None = None
+        # Requests answered here and requests that went to the pool because they
+        # would have waited (figures for tests; never reset).
+        self.ran_inline = 0
+        self.sent_to_pool = 0
+
+    async def run(self, job: Callable[[], T]) -> T:
+        """The job's answer, released once what it wrote is durable."""
+        committing = self._committing
+        if committing is not None:
+            # The committer holds the store until its fsync is done: wait for it
+            # here rather than occupy a worker thread; this request's writes then
+            # go into the next group.
+            await asyncio.wait([committing])
+        with self.store.deferred_writes() as scope:
+            try:
+                with resolution_scope(self._memo):
+                    answer = job()
+            except WouldBlock as exc:
+                blocked: WouldBlock | None = exc
+            else:
+                blocked = None
+            finally:
+                # Whatever happened, what was written must be committed (a
+                # write made before a refusal, too): the group holds the lock.
+                self._hold(scope.batches)
+        if blocked is not None:
+            log.debug("store lane: %s; running the request on a worker thread", blocked)
+            self.sent_to_pool += 1
+            result: T = await self._fallback(job)
+            return result
+        self.ran_inline += 1
+        if not scope.batches:
+            return answer
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._answers.append((fut, answer))
+        return await fut
+
+    def _hold(self, batches: list[Any]) -> None:
+        if not batches:
+            return
+        self._batches.extend(b for b in batches if b not in self._batches)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._commit)
+
+    def _commit(self) -> None:
+        self._scheduled = False
+        batches, self._batches = self._batches, []
+        answers, self._answers = self._answers, []
+        try:
+            clean = self.store.commit_if_clean(batches)
+        except Exception as exc:
+            self._release(answers, exc)
+            return
+        if clean:
+            self._release(answers, None)
+            return
+        done = self._committing = self._committer(lambda: self.store.commit_deferred(batches))
+        done.add_done_callback(lambda f: self._committed(f, answers))
+
+    def _committed(
+        self, done: asyncio.Future[None], answers: list[tuple[asyncio.Future[Any], Any]]
+    ) -> None:
+        if self._committing is done:
+            self._committing = None
+        self._release(answers, _failure(done))
+
+    def _release(
+        self, answers: list[tuple[asyncio.Future[Any], Any]], error: BaseException | None
+    ) -> None:
+        if error is not None:
+            log.error("store lane: committing %d answer(s) failed: %s", len(answers), error)
+        for fut, answer in answers:
+            if not fut.done():
+                fut.set_result(answer if error is None else self._failed(error))
