@@ -18,8 +18,12 @@ and the figures are the server's.  Prints:
 5. ``POST /ReleaseProfileConfig``;
 
 each with one client and with ``--clients`` concurrent clients, the median and
-p99 latency, and the issue's goals beside the measured figures.  Figures, not
-assertions.
+p99 latency, the server's CPU time per request (user + system, from
+``/proc/PID/stat``) and the issue's goals beside the measured figures.  The
+CPU figure shows the ceiling: the server is one process whose Python runs
+under one lock (the GIL), so concurrent clients cannot get more than about
+``1 / (CPU per request)`` round trips/s out of it, however many commits they
+share.  Figures, not assertions.
 
 Run (no traffic leaves loopback; a unix socket needs no network at all):
 ``python benchmarks/server.py [--quick] [--clients 8] [--db-dir DIR]``
@@ -162,18 +166,34 @@ def worker(
     return lat, began, ended
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` has used (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(
-    pool: ProcessPoolExecutor, sock: Path, clients: int, per_client: int, kind: str, tag: str
-) -> tuple[float, list[float]]:
-    """Total round trips/s (first request sent to last answer) and every latency (s)."""
+    pool: ProcessPoolExecutor,
+    sock: Path,
+    server_pid: int,
+    clients: int,
+    per_client: int,
+    kind: str,
+    tag: str,
+) -> tuple[float, list[float], float]:
+    """Round trips/s (first request sent to last answer), every latency (s), and the
+    server's CPU seconds per request."""
     start_at = time.time() + 0.3
     futures = [
         pool.submit(worker, str(sock), kind, tag, n, per_client, start_at) for n in range(clients)
     ]
+    cpu_before = cpu_seconds(server_pid)
     results = [f.result() for f in futures]
+    cpu_used = cpu_seconds(server_pid) - cpu_before  # connection set-up included: ~1 request each
     elapsed = max(r[2] for r in results) - min(r[1] for r in results)
     latencies = [x for r in results for x in r[0]]
-    return clients * per_client / elapsed, latencies
+    total = clients * per_client
+    return total / elapsed, latencies, cpu_used / total
 
 
 def fsync_rate(directory: str, seconds: float = 1.0) -> float:
@@ -208,7 +228,9 @@ def ipam_alone(directory: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
-def report(label: str, rate: float, lat: list[float], goal: float | None = None) -> None:
+def report(
+    label: str, rate: float, lat: list[float], cpu: float, goal: float | None = None
+) -> None:
     ms = sorted(x * 1000 for x in lat)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     verdict = ""
@@ -216,7 +238,7 @@ def report(label: str, rate: float, lat: list[float], goal: float | None = None)
         verdict = f"   goal >= {goal:.0f}: {'met' if rate >= goal else 'NOT met'}"
     print(
         f"  {label:<44} {rate:9.0f} round trips/s   median {statistics.median(ms):6.3f} ms"
-        f"   p99 {p99:6.3f} ms{verdict}"
+        f"   p99 {p99:6.3f} ms   server CPU {cpu * 1000:5.3f} ms/request{verdict}"
     )
 
 
@@ -240,6 +262,7 @@ def main() -> None:
         )
         proc = start_server(sock, db)
         rates: dict[tuple[int, str], float] = {}
+        cpus: dict[tuple[int, str], float] = {}
         try:
             print(f"BYODP server over {sock} (SQLite {db}, synchronous=FULL)\n")
             with ProcessPoolExecutor(args.clients) as pool:
@@ -253,14 +276,21 @@ def main() -> None:
                         ("POST /GetProfileConfig (retry, same claim)", "new", "retry"),
                         ("POST /ReleaseProfileConfig", "release", "release"),
                     ):
-                        rate, lat = run(pool, sock, clients, n, kind, tag)
+                        rate, lat, cpu = run(pool, sock, proc.pid, clients, n, kind, tag)
                         rates[clients, key] = rate
-                        report(label, rate, lat, GOALS.get(key) if clients == 1 else None)
+                        cpus[clients, key] = cpu
+                        report(label, rate, lat, cpu, GOALS.get(key) if clients == 1 else None)
                     print()
             one, many = rates[1, "new"], rates[args.clients, "new"]
             print(
                 f"new claims: {args.clients} clients {many:.0f}/s = {many / one:.2f}x one client "
                 f"({one:.0f}/s); goal >= 2x: {'met' if many >= 2 * one else 'NOT met'}"
+            )
+            cpu_many = cpus[args.clients, "new"]
+            print(
+                f"ceiling: the server used {cpu_many * 1000:.3f} ms of CPU per new claim with "
+                f"{args.clients} clients, so one GIL-bound process tops out near "
+                f"{1 / cpu_many:.0f}/s ({1 / cpu_many / one:.2f}x one client)"
             )
         finally:
             proc.send_signal(signal.SIGTERM)
