@@ -173,6 +173,8 @@ class WebhookServer:
             timeout_graceful_shutdown=opts.shutdown_timeout,
             server_header=False,
             date_header=False,
+            # DRANET talks to us directly; X-Forwarded-* headers are nobody's to trust.
+            proxy_headers=False,
             ssl_certfile=opts.tls_cert,
             ssl_keyfile=opts.tls_key,
         )
