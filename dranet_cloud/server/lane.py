@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..ipam.sqlite import SqliteStore, WouldBlock
+from ..logsafe import safe
 from ..nic import ResolutionMemo, resolution_scope
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class StoreLane:
                 # write made before a refusal, too): the group holds the lock.
                 self._hold(scope.batches)
         if blocked is not None:
-            log.debug("store lane: %s; running the request on a worker thread", blocked)
+            log.debug("store lane: %s; running the request on a worker thread", safe(blocked))
             self.sent_to_pool += 1
             result: T = await self._fallback(job)
             return result
@@ -152,7 +153,11 @@ class StoreLane:
         self, answers: list[tuple[asyncio.Future[Any], Any]], error: BaseException | None
     ) -> None:
         if error is not None:
-            log.error("store lane: committing %d answer(s) failed: %s", len(answers), error)
+            log.error(
+                "store lane: the commit for %d answer(s) failed, each gets a 500: %s",
+                len(answers),
+                safe(error),
+            )
         for fut, answer in answers:
             if not fut.done():
                 fut.set_result(answer if error is None else self._failed(error))
