@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -81,7 +82,8 @@ class StoreLane:
         self._batches: list[Any] = []
         self._answers: list[tuple[asyncio.Future[Any], Any]] = []
         self._scheduled = False
-        self._committing: asyncio.Future[None] | None = None
+        # Set (to None) when the commit under way has ended, however it ended.
+        self._committed_round: asyncio.Future[None] | None = None
         # Requests answered here and requests that went to the pool because they
         # would have waited (figures for tests; never reset).
         self.ran_inline = 0
@@ -89,12 +91,12 @@ class StoreLane:
 
     async def run(self, job: Callable[[], T]) -> T:
         """The job's answer, released once what it wrote is durable."""
-        committing = self._committing
-        if committing is not None:
+        committed = self._committed_round
+        if committed is not None:
             # The committer holds the store until its fsync is done: wait for it
             # here rather than occupy a worker thread; this request's writes then
             # go into the next group.
-            await asyncio.wait([committing])
+            await committed
         with self.store.deferred_writes() as scope:
             try:
                 with resolution_scope(self._memo):
@@ -139,15 +141,27 @@ class StoreLane:
         if clean:
             self._release(answers, None)
             return
-        done = self._committing = self._committer(lambda: self.store.commit_deferred(batches))
-        done.add_done_callback(lambda f: self._committed(f, answers))
+        done = self._committer(lambda: self.store.commit_deferred(batches))
+        round_ = self._committed_round = done.get_loop().create_future()
+        done.add_done_callback(lambda f: self._committed(f, answers, round_))
+        # Hand the GIL over now: the committer needs it for the few lines
+        # before SQLite takes over, and would otherwise wait for this thread's
+        # next stretch of Python (up to the 5 ms switch interval) before its
+        # fsync even starts.  The fsync itself then overlaps the loop's work.
+        time.sleep(0)
 
     def _committed(
-        self, done: asyncio.Future[None], answers: list[tuple[asyncio.Future[Any], Any]]
+        self,
+        done: asyncio.Future[None],
+        answers: list[tuple[asyncio.Future[Any], Any]],
+        round_: asyncio.Future[None],
     ) -> None:
-        if self._committing is done:
-            self._committing = None
+        if self._committed_round is round_:
+            self._committed_round = None
+        # Answers first: their clients can send their next requests while the
+        # requests that waited for this commit run.
         self._release(answers, _failure(done))
+        round_.set_result(None)
 
     def _release(
         self, answers: list[tuple[asyncio.Future[Any], Any]], error: BaseException | None
