@@ -29,6 +29,7 @@ import base64
 import binascii
 import contextlib
 import contextvars
+import functools
 import logging
 import re
 import threading
@@ -203,9 +204,13 @@ class LocalNic:
         names = self.names
         return NAME_PREFIX + (names[0] if names else "")
 
-    @property
+    @functools.cached_property
     def keys(self) -> frozenset[str]:
-        """Every key this NIC may have been recorded under (the identity included)."""
+        """Every key this NIC may have been recorded under (the identity included).
+
+        Computed once per resolution: a memoized NIC answers every request
+        for a second, and each of them asks.
+        """
         keys = {self.identity}
         if self.mac and not self.mac_shared:
             keys.add(MAC_PREFIX + self.mac)

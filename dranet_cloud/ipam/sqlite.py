@@ -24,7 +24,6 @@ or reads the whole table.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -750,13 +749,14 @@ class SqliteStore:
         return scan
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, alloc: Allocation) -> None:
-        addr = ipaddress.ip_address(alloc.address.partition("/")[0])  # cheaper than an interface
+    def _insert(conn: sqlite3.Connection, alloc: Allocation, family: int, value: int) -> None:
+        """Store ``alloc``, whose address is ``value`` in IPv``family`` (known to
+        every caller, so the text form is not parsed back)."""
         conn.execute(
             f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                addr.version,
-                _addr_key(addr.version, int(addr)),
+                family,
+                _addr_key(family, value),
                 alloc.address,
                 alloc.owner.pool,
                 alloc.owner.device,
@@ -805,7 +805,7 @@ class SqliteStore:
                 alloc = Allocation(
                     main, host_cidr(address_of(rng.version, free)), False, now, claim
                 )
-                self._insert(conn, alloc)
+                self._insert(conn, alloc, rng.version, free)
                 result.append(alloc.address)
             if held or result:
                 self._record(conn, main, devices)
@@ -825,7 +825,8 @@ class SqliteStore:
                     (addr.version, _addr_key(addr.version, int(addr))),
                 ).fetchone()
                 if row is None:
-                    self._insert(conn, Allocation(main, host_cidr(addr), True, now, claim))
+                    alloc = Allocation(main, host_cidr(addr), True, now, claim)
+                    self._insert(conn, alloc, addr.version, int(addr))
                     continue
                 holder = _to_allocation(row)
                 same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -163,17 +163,10 @@ class ServerMetrics:
         self._watch_plugins(host)
 
     def _watch_plugins(self, host: ProviderHost) -> None:
-        def before(hook_name: str, impls: Any, kwargs: Any) -> None:
-            return None
+        def failed(plugin: str, hook: str, exc: BaseException) -> None:
+            self.plugin_errors.labels(plugin, hook, type(exc).__name__).inc()
 
-        def after(outcome: Any, hook_name: str, impls: Iterable[Any], kwargs: Any) -> None:
-            exc = getattr(outcome, "exception", None)
-            if exc is None:
-                return
-            names = [getattr(i, "plugin_name", "?") for i in impls] or ["?"]
-            self.plugin_errors.labels(names[-1], hook_name, type(exc).__name__).inc()
-
-        host.registry.pm.add_hookcall_monitoring(before, after)
+        host.registry.error_observers.append(failed)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
