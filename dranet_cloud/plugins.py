@@ -126,6 +126,9 @@ class PluginRegistry:
         self._marks: dict[str, dict[str, list[tuple[Any, dict[str, Any]]]] | None] = {}
         self._dist: dict[str, tuple[str, str]] = {}
         self._callers: dict[tuple[str, str], Any] = {}
+        self._singles: dict[
+            tuple[str, str], tuple[Any, tuple[str, ...], tuple[str, ...]] | None
+        ] = {}
         # Told of every exception a plugin's hook raises through call()
         # (plugin, hook, exception): /metrics counts them.  Cheaper than
         # pluggy's call monitoring, which wraps every call, failing or not.
@@ -142,10 +145,17 @@ class PluginRegistry:
             pm = pluggy.PluginManager(hookspecs.PROJECT)
             pm.add_hookspecs(hookspecs)
             self._pm = pm
-        while self._pending:
-            name = next(iter(self._pending))
-            self._pm.register(self._pending.pop(name), name=name)
+        if self._pending:
+            while self._pending:
+                name = next(iter(self._pending))
+                self._pm.register(self._pending.pop(name), name=name)
+            self._forget_routes()
         return self._pm
+
+    def _forget_routes(self) -> None:
+        """Drop the per-plugin callers: a plugin registered since would be missed."""
+        self._callers.clear()
+        self._singles.clear()
 
     def _hooks_of(self, name: str) -> dict[str, list[tuple[Any, dict[str, Any]]]] | None:
         """The markers of a plugin not yet in the manager; ``None``: ask pluggy."""
@@ -170,6 +180,7 @@ class PluginRegistry:
                 self._pending[ep.name] = module
             else:
                 self._pm.register(module, name=ep.name)
+                self._forget_routes()
             self._dist[ep.name] = (ep.distribution, ep.version)
 
     def register(
@@ -182,7 +193,7 @@ class PluginRegistry:
         """Register a plugin object directly (tests, built-ins)."""
         self.pm.register(module, name=name)
         self._dist[name] = (distribution, version)
-        self._callers.clear()
+        self._forget_routes()
 
     def names(self) -> list[str]:
         if self._pm is None:
@@ -290,4 +301,41 @@ class PluginRegistry:
             )
             if args is not None:
                 return func(*args)
+        if self._pm is not None:
+            single = self._single_impl(name, hook)
+            if single is not None and all(a in kwargs for a in single[1]):
+                func, argnames, optional = single
+                extra = {a: kwargs[a] for a in optional if a in kwargs}
+                return func(*[kwargs[a] for a in argnames], **extra)
         return self.caller(name, hook)(**kwargs)
+
+    def _single_impl(
+        self, name: str, hook: str
+    ) -> tuple[Any, tuple[str, ...], tuple[str, ...]] | None:
+        """``(function, argument names, names with defaults)`` when plugin ``name``
+        has exactly one plain implementation of ``hook``: calling it with those
+        arguments (the defaulted ones when given) is what pluggy would do.
+
+        Every hook here is ``firstresult``, so pluggy returns that one
+        implementation's result as it is; without wrappers there is nothing
+        else for it to do, and its call machinery was a measurable part of a
+        claim.  Anything else (wrappers, several implementations) goes
+        through pluggy.
+        """
+        key = (name, hook)
+        if key in self._singles:
+            return self._singles[key]
+        found: tuple[Any, tuple[str, ...], tuple[str, ...]] | None = None
+        caller = self.caller(name, hook)
+        impls = caller.get_hookimpls()
+        spec = caller.spec
+        if (
+            len(impls) == 1
+            and not (impls[0].wrapper or impls[0].hookwrapper)
+            and spec is not None
+            and spec.opts.get("firstresult")
+        ):
+            impl = impls[0]
+            found = (impl.function, tuple(impl.argnames), tuple(impl.kwargnames))
+        self._singles[key] = found
+        return found
