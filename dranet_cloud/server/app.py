@@ -350,6 +350,13 @@ class ByodpApp:
         probe = getattr(store, "health_problem", None)
         return probe() if callable(probe) else None
 
+    def handles(self, method: str, path: str) -> bool:
+        """Whether this router answers ``method path`` itself (and tells its observers)."""
+        if path == "/health":
+            return method == "GET"
+        route = self._routes.get(path)
+        return route is not None and route.method == method
+
     def health(self) -> Reply:
         """``/health``: built once, plus a cheap, non-blocking look at the store."""
         problem = self._store_health()

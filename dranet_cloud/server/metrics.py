@@ -33,6 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
+from .app import ByodpApp
+
 if TYPE_CHECKING:
     from ..host import ProviderHost
     from ..iprange import IPRange
@@ -146,6 +148,7 @@ class ServerMetrics:
             ["path", "status"],
             registry=self.registry,
         )
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self.latency = Histogram(
             "dranet_cloud_request_duration_seconds",
             "time to answer a BYODP request, by path",
@@ -171,14 +174,37 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
+    def observe(self, method: str, path: str, status: int, seconds: float) -> None:
+        """Count and time one finished request (a :class:`ByodpApp` observer)."""
+        key = (path, status)
+        children = self._children.get(key)
+        if children is None:
+            label = path if path in KNOWN_PATHS else "other"
+            children = (self.requests.labels(label, str(status)), self.latency.labels(label))
+            if len(self._children) < 256:  # statuses are few; stay bounded anyway
+                self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
     def wrap(self, app: ASGIApp) -> ASGIApp:
-        """``app`` with every HTTP request counted and timed, and ``/metrics`` answered."""
+        """``app`` with every HTTP request counted and timed, and ``/metrics`` answered.
+
+        The BYODP router reports its own requests (:meth:`observe`), which
+        spares every claim a wrapped ``send``; everything else it hands on
+        (documentation, unknown paths) is timed here.
+        """
+        router = app if isinstance(app, ByodpApp) else None
+        if router is not None:
+            router.observers.append(self.observe)
 
         async def metrics_app(scope: Scope, receive: Receive, send: Send) -> None:
             if scope.get("type") != "http":
                 await app(scope, receive, send)
                 return
             path = scope.get("path", "")
+            if router is not None and router.handles(scope.get("method", ""), path):
+                await app(scope, receive, send)
+                return
             label = path if path in KNOWN_PATHS else "other"
             start = time.perf_counter()
             status = 500
