@@ -644,15 +644,9 @@ class SqliteStore:
     # -- queries used inside a transaction ------------------------------------
 
     @staticmethod
-    def _identities(
-        conn: sqlite3.Connection, owner: Owner, *, strict: bool = True
-    ) -> tuple[Owner, list[str]]:
-        """The owner new rows go under, and every identity holding this NIC's rows.
-
-        A claim holds rows on a few devices at most, so the candidates are
-        that claim's identities in this pool and their recorded keys.
-        """
-        devices = [
+    def _claim_devices(conn: sqlite3.Connection, owner: Owner) -> list[str]:
+        """The identities holding rows of the owner's claim in its pool."""
+        return [
             str(d)
             for (d,) in conn.execute(
                 # Without ANALYZE statistics SQLite prefers the (pool, ...) index,
@@ -663,6 +657,24 @@ class SqliteStore:
                 (owner.claim_uid, owner.pool),
             )
         ]
+
+    @classmethod
+    def _identities(
+        cls,
+        conn: sqlite3.Connection,
+        owner: Owner,
+        *,
+        strict: bool = True,
+        devices: list[str] | None = None,
+    ) -> tuple[Owner, list[str]]:
+        """The owner new rows go under, and every identity holding this NIC's rows.
+
+        A claim holds rows on a few devices at most, so the candidates are
+        that claim's identities in this pool (``devices``, when the caller
+        already read them) and their recorded keys.
+        """
+        if devices is None:
+            devices = cls._claim_devices(conn, owner)
         held: dict[str, frozenset[str]] = {}
         for device in devices:
             rows = conn.execute("SELECT key FROM device_keys WHERE device = ?", (device,))
@@ -774,8 +786,10 @@ class SqliteStore:
     ) -> list[str]:
         wanted = ordered_ranges(owner, ranges)
         with self._transaction() as conn:
-            main, devices = self._identities(conn, owner)
-            held = self._rows_of(conn, owner, devices)
+            claim_devices = self._claim_devices(conn, owner)
+            main, devices = self._identities(conn, owner, devices=claim_devices)
+            # A claim with no rows in this pool (a new claim) has nothing to read back.
+            held = self._rows_of(conn, owner, devices) if claim_devices else []
             now = self._clock()
             result: list[str] = []
             for rng in wanted:
