@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,19 +39,11 @@ from dranet_cloud.server.middleware import ACCESS_LOGGER
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 
 from .fakeplugins import FakeCloud, FakeProfile, dmi_root, fake_emulator
+from .waiting import wait_until
 
 MAC1 = "42:01:0a:00:00:02"
 REPO = Path(__file__).resolve().parents[1]
 JSON = {"Content-Type": "application/json"}
-
-
-def wait_until(done: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Poll ``done`` until it holds; a guard against hanging, not a timing assertion."""
-    deadline = time.monotonic() + limit
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 class MoodyProfile:

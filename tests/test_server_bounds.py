@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -40,6 +40,8 @@ from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing.drip import DrippingServer
+
+from .waiting import wait_until
 
 # Far above a healthy /health (well under a millisecond), far below the waits
 # it must not share: the 2 s database lock wait and the 5 s profile peer.
@@ -627,14 +629,6 @@ def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
 # --- the store lane: local-ipam claims on the event loop --------------------------------
 
 
-def _until(done: Callable[[], bool], what: str) -> None:
-    """Poll ``done``; a guard against hanging, not a timing assertion."""
-    deadline = time.monotonic() + 30
-    while not done():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)
-
-
 def _rows(db: Path) -> dict[str, str]:
     """claim UID -> address as another process reads the file (committed rows only)."""
     with sqlite3.connect(db) as other:
@@ -739,7 +733,7 @@ def test_a_claim_the_loop_cannot_serve_at_once_waits_on_a_worker(
             lane = server.app._lane
             return lane is not None and lane.sent_to_pool == 1
 
-        _until(handed_off, "the hand-off to a worker")
+        wait_until(handed_off, "the hand-off to a worker")
         elapsed, r = timed_health(server)
         assert r.status_code == 200 and elapsed < HEALTH_BOUND
         other.execute("COMMIT")

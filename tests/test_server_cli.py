@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from dranet_cloud.testing import Emulator, Request, Response
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
 GO_HEADERS = {
@@ -38,15 +40,6 @@ GO_HEADERS = {
     "Content-Type": "application/json",
     "Accept-Encoding": "gzip",
 }
-
-
-def wait_until(done: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Poll ``done`` until it holds; a guard against hanging, not a timing assertion."""
-    deadline = time.monotonic() + limit
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def go_json(doc: Any) -> bytes:
