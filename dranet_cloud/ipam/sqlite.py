@@ -426,6 +426,20 @@ class SqliteStore:
                 f"{self.busy_timeout:g} s (other requests hold it); retry later"
             )
 
+    def _lock_for(self, *, waiting: bool) -> DeferredWrites | None:
+        """Take the store lock; the :meth:`deferred_writes` scope of this thread, if any.
+
+        Inside such a scope the lock is only tried: :class:`WouldBlock` when
+        another thread holds it.
+        """
+        scope: DeferredWrites | None = getattr(_THREAD, "deferred", None)
+        if scope is None or scope.store is not self:
+            self._acquire(waiting=waiting)
+            return None
+        if not self._lock.acquire(blocking=False):
+            raise WouldBlock(f"ipam: the store {self.path} is in use by another thread")
+        return scope
+
     def _commit_batch(self, conn: sqlite3.Connection) -> None:
         """COMMIT the open group (under ``_lock``) and tell every member the outcome."""
         batch, self._batch = self._batch, None
@@ -465,13 +479,7 @@ class SqliteStore:
         With ``synchronous=FULL`` that is one fsync for many allocations, and
         nobody gets an answer before its allocation is durable.
         """
-        scope: DeferredWrites | None = getattr(_THREAD, "deferred", None)
-        if scope is not None and scope.store is not self:
-            scope = None
-        if scope is None:
-            self._acquire(waiting=True)
-        elif not self._lock.acquire(blocking=False):
-            raise WouldBlock(f"ipam: the store {self.path} is in use by another thread")
+        scope = self._lock_for(waiting=True)
         failed: BaseException | None = None
         handoff = False
         try:
@@ -617,15 +625,11 @@ class SqliteStore:
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: several SELECTs that see one state, no write lock."""
-        scope: DeferredWrites | None = getattr(_THREAD, "deferred", None)
-        if scope is None or scope.store is not self:
-            self._acquire(waiting=False)
-        elif not self._lock.acquire(blocking=False):
-            raise WouldBlock(f"ipam: the store {self.path} is in use by another thread")
+        scope = self._lock_for(waiting=False)
         try:
             conn = self._connection()
             if self._batch is not None:
-                if scope is not None and scope.store is self:
+                if scope is not None:
                     # Reporting it needs a commit first, and that may not run here.
                     raise WouldBlock(f"ipam: {self.path} has writes waiting for their commit")
                 self._commit_batch(conn)  # never report what is not durable yet

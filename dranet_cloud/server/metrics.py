@@ -176,12 +176,12 @@ class ServerMetrics:
 
     def observe(self, method: str, path: str, status: int, seconds: float) -> None:
         """Count and time one finished request (a :class:`ByodpApp` observer)."""
-        key = (path, status)
+        key = (path if path in KNOWN_PATHS else "other", status)
         children = self._children.get(key)
         if children is None:
-            label = path if path in KNOWN_PATHS else "other"
+            label = key[0]
             children = (self.requests.labels(label, str(status)), self.latency.labels(label))
-            if len(self._children) < 256:  # statuses are few; stay bounded anyway
+            if len(self._children) < 256:  # paths and statuses are few; stay bounded anyway
                 self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
@@ -205,7 +205,7 @@ class ServerMetrics:
             if router is not None and router.handles(scope.get("method", ""), path):
                 await app(scope, receive, send)
                 return
-            label = path if path in KNOWN_PATHS else "other"
+            method = scope.get("method", "")
             start = time.perf_counter()
             status = 500
             if path == METRICS_PATH and scope.get("method") in ("GET", "HEAD"):
@@ -233,10 +233,8 @@ class ServerMetrics:
                 try:
                     await app(scope, receive, recording_send)
                 finally:
-                    self.requests.labels(label, str(status)).inc()
-                    self.latency.labels(label).observe(time.perf_counter() - start)
+                    self.observe(method, path, status, time.perf_counter() - start)
                 return
-            self.requests.labels(label, str(status)).inc()
-            self.latency.labels(label).observe(time.perf_counter() - start)
+            self.observe(method, path, status, time.perf_counter() - start)
 
         return metrics_app
