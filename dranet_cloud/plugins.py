@@ -91,20 +91,30 @@ def _marked_hooks(plugin: object) -> dict[str, list[tuple[Any, dict[str, Any]]]]
     return out
 
 
-def _direct_args(func: Any, kwargs: dict[str, Any]) -> list[Any] | None:
-    """The arguments pluggy would pass a plain module function, or ``None``.
+_Signature = tuple[Any, tuple[str, ...], tuple[str, ...]]
 
-    pluggy passes the positional parameters without defaults, by name;
-    anything it unwraps or binds (``__wrapped__``, methods) is left to it.
-    """
+
+def _module_signature(func: Any) -> _Signature | None:
+    """``(function, required names, defaulted names)`` of a plain module function,
+    as pluggy reads them; ``None`` for anything it unwraps or binds
+    (``__wrapped__``, methods), which is left to pluggy."""
     if hasattr(func, "__wrapped__") or "." in func.__qualname__:
         return None
     code = func.__code__
     names = code.co_varnames[: code.co_argcount]
-    names = names[: len(names) - len(func.__defaults__ or ())]
-    if not all(n in kwargs for n in names):
-        return None
-    return [kwargs[n] for n in names]
+    split = len(names) - len(func.__defaults__ or ())
+    return func, tuple(names[:split]), tuple(names[split:])
+
+
+def _invoke(signature: _Signature, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    """Call as pluggy would: the required arguments by position, the defaulted ones
+    only when given.  ``(False, None)`` when a required one is missing (pluggy
+    then raises its own error)."""
+    func, required, optional = signature
+    if not all(a in kwargs for a in required):
+        return False, None
+    extra = {a: kwargs[a] for a in optional if a in kwargs}
+    return True, func(*[kwargs[a] for a in required], **extra)
 
 
 class PluginRegistry:
@@ -126,9 +136,7 @@ class PluginRegistry:
         self._marks: dict[str, dict[str, list[tuple[Any, dict[str, Any]]]] | None] = {}
         self._dist: dict[str, tuple[str, str]] = {}
         self._callers: dict[tuple[str, str], Any] = {}
-        self._singles: dict[
-            tuple[str, str], tuple[Any, tuple[str, ...], tuple[str, ...]] | None
-        ] = {}
+        self._singles: dict[tuple[str, str], _Signature | None] = {}
         # Told of every exception a plugin's hook raises through call()
         # (plugin, hook, exception): /metrics counts them.  Cheaper than
         # pluggy's call monitoring, which wraps every call, failing or not.
@@ -290,28 +298,23 @@ class PluginRegistry:
             raise
 
     def _call(self, name: str, hook: str, kwargs: dict[str, Any]) -> Any:
-        hooks = self._hooks_of(name) if hook in DIRECT_HOOKS else None
-        impls = (hooks or {}).get(hook, [])
-        if len(impls) == 1:
-            func, opts = impls[0]
-            args = (
-                None
-                if opts.get("wrapper") or opts.get("hookwrapper")
-                else _direct_args(func, kwargs)
-            )
-            if args is not None:
-                return func(*args)
-        if self._pm is not None:
-            single = self._single_impl(name, hook)
-            if single is not None and all(a in kwargs for a in single[1]):
-                func, argnames, optional = single
-                extra = {a: kwargs[a] for a in optional if a in kwargs}
-                return func(*[kwargs[a] for a in argnames], **extra)
+        signature: _Signature | None = None
+        if self._pm is None:
+            hooks = self._hooks_of(name) if hook in DIRECT_HOOKS else None
+            impls = (hooks or {}).get(hook, [])
+            if len(impls) == 1 and not (
+                impls[0][1].get("wrapper") or impls[0][1].get("hookwrapper")
+            ):
+                signature = _module_signature(impls[0][0])
+        else:
+            signature = self._single_impl(name, hook)
+        if signature is not None:
+            called, result = _invoke(signature, kwargs)
+            if called:
+                return result
         return self.caller(name, hook)(**kwargs)
 
-    def _single_impl(
-        self, name: str, hook: str
-    ) -> tuple[Any, tuple[str, ...], tuple[str, ...]] | None:
+    def _single_impl(self, name: str, hook: str) -> _Signature | None:
         """``(function, argument names, names with defaults)`` when plugin ``name``
         has exactly one plain implementation of ``hook``: calling it with those
         arguments (the defaulted ones when given) is what pluggy would do.
@@ -325,7 +328,7 @@ class PluginRegistry:
         key = (name, hook)
         if key in self._singles:
             return self._singles[key]
-        found: tuple[Any, tuple[str, ...], tuple[str, ...]] | None = None
+        found: _Signature | None = None
         caller = self.caller(name, hook)
         impls = caller.get_hookimpls()
         spec = caller.spec
