@@ -18,6 +18,7 @@ import threading
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .hostroot import HostRoot
+from .records import FieldRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .snapshot import InstanceSnapshot as InstanceSnapshot
 
 
-class ProviderOptions:
+class ProviderOptions(FieldRecord):
     """Knobs shared by all plugins; plugin-specific ones go in ``settings``.
 
     ``settings`` keys are ``<plugin>.<name>`` (``aws.allow_imdsv1``,
@@ -52,7 +53,6 @@ class ProviderOptions:
         "kubeconfig",
         "settings",
     )
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def __init__(
         self,
@@ -80,18 +80,6 @@ class ProviderOptions:
         self.node_name = node_name
         self.kubeconfig = kubeconfig
         self.settings: dict[str, str] = {} if settings is None else settings
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, f) for f in self._FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ProviderOptions) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
-        return f"ProviderOptions({body})"
 
     def setting(self, key: str, default: str | None = None) -> str | None:
         return self.settings.get(key, default)

@@ -16,13 +16,14 @@ from .context import ProviderContext
 from .hookspecs import CONFIGURED_EVIDENCE
 from .lazylog import LazyLogger
 from .plugins import PluginRegistry
+from .records import FieldRecord
 
 log = LazyLogger(__name__)
 
 NO_PROVIDER = "none"
 
 
-class DetectionResult:
+class DetectionResult(FieldRecord):
     """What auto-detection decided, and why.
 
     A plain class, not a dataclass: importing :mod:`dataclasses` (with
@@ -30,7 +31,6 @@ class DetectionResult:
     """
 
     _FIELDS = ("provider", "explicit", "evidence", "elapsed_ms", "candidates", "failures")
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def __init__(
         self,
@@ -55,15 +55,6 @@ class DetectionResult:
             for f in self._FIELDS
             for v in (getattr(self, f),)
         }
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DetectionResult) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return self.to_json() == other.to_json()
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
-        return f"DetectionResult({body})"
 
 
 NOT_THIS_ENVIRONMENT = "metadata answered, but not as this environment"
