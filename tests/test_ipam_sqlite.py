@@ -107,6 +107,34 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         SqliteStore(path)
 
 
+def test_indexes_an_older_release_made_are_dropped_and_nothing_else_changes(
+    tmp_path: Path,
+) -> None:
+    """Two indexes of earlier releases cost every commit a page and served no query;
+    opening drops them, keeps the rows and the schema version (an older release that
+    opens the file again just recreates them)."""
+    path = tmp_path / "ipam.db"
+    with SqliteStore(path) as store:
+        held = store.allocate(owner(1), [V4])
+    older = sqlite3.connect(path)
+    older.execute("CREATE INDEX allocations_by_owner ON allocations (pool, device, claim_uid)")
+    older.execute("CREATE INDEX allocations_by_age ON allocations (created_at)")
+    older.commit()
+    older.close()
+
+    with SqliteStore(path) as store:
+        assert store.allocate(owner(1), [V4]) == held
+        assert [a.address for a in store.held(owner(1))] == held
+    check = sqlite3.connect(path)
+    try:
+        names = {str(n) for (n,) in check.execute("SELECT name FROM sqlite_master")}
+        assert "allocations_by_owner" not in names and "allocations_by_age" not in names
+        assert "allocations_by_claim" in names
+        assert check.execute("PRAGMA user_version").fetchone()[0] == 2
+    finally:
+        check.close()
+
+
 def test_closed_store_refuses_work(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "ipam.db")
     store.close()

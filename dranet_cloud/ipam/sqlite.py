@@ -89,9 +89,14 @@ CREATE TABLE IF NOT EXISTS allocations (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS allocations_one_dynamic_per_family
     ON allocations (pool, device, claim_uid, family) WHERE static = 0;
-CREATE INDEX IF NOT EXISTS allocations_by_owner ON allocations (pool, device, claim_uid);
-CREATE INDEX IF NOT EXISTS allocations_by_age ON allocations (created_at);
 """
+
+# Indexes of earlier releases that no query needs: a claim's rows are found by
+# allocations_by_claim, and the garbage collector's age filter reads the whole
+# (node-sized) table anyway.  Each cost every allocation an index page in its
+# commit.  Dropping them changes no data, so the schema version stays; an older
+# release that opens the file creates them again, which is harmless.
+_UNUSED_INDEXES = ("allocations_by_owner", "allocations_by_age")
 
 # Schema 2 additions; also what the migration from schema 1 runs.
 _SCHEMA_2 = """
@@ -367,6 +372,8 @@ class SqliteStore:
                     _migrate_from_1(conn)
                 for statement in _statements(_SCHEMA) + _statements(_SCHEMA_2):
                     conn.execute(statement)
+                for index in _UNUSED_INDEXES:
+                    conn.execute(f"DROP INDEX IF EXISTS {index}")
                 if version < SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
@@ -733,7 +740,8 @@ class SqliteStore:
             return
         marks = ", ".join("?" for _ in devices)
         conn.execute(
-            "UPDATE allocations SET claim_namespace = ?, claim_name = ?, claim_pods = ? "
+            "UPDATE allocations INDEXED BY allocations_by_claim "
+            "SET claim_namespace = ?, claim_name = ?, claim_pods = ? "
             f"WHERE claim_uid = ? AND pool = ? AND device IN ({marks}) AND "
             "claim_namespace IS NULL AND claim_name IS NULL AND claim_pods IS NULL",
             (*_claim_values(claim), owner.claim_uid, owner.pool, *devices),
@@ -827,6 +835,7 @@ class SqliteStore:
                 result.append(alloc.address)
             if held or result:
                 self._record(conn, main, devices)
+            if held:  # rows inserted just now already name the claim
                 self._fill_claim(conn, owner, devices, claim)
             return result
 
@@ -866,7 +875,9 @@ class SqliteStore:
             where = f"claim_uid = ? AND pool = ? AND device IN ({marks})"
             params = (owner.claim_uid, owner.pool, *devices)
             rows = conn.execute(
-                f"SELECT address FROM allocations WHERE {where} ORDER BY family, addr_key", params
+                f"SELECT address FROM allocations INDEXED BY allocations_by_claim WHERE {where} "
+                "ORDER BY family, addr_key",
+                params,
             ).fetchall()
             conn.execute(f"DELETE FROM allocations WHERE {where}", params)
             if rows:
