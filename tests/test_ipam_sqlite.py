@@ -456,18 +456,23 @@ def test_a_deferred_retry_commits_on_the_spot_without_writing(tmp_path: Path) ->
 def test_deferred_writes_never_wait_for_another_process(tmp_path: Path) -> None:
     path = tmp_path / "ipam.db"
     with SqliteStore(path, busy_timeout=5.0) as store:
-        other = sqlite3.connect(path, isolation_level=None)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         other.execute("BEGIN IMMEDIATE")
         try:
             with store.deferred_writes() as scope, pytest.raises(WouldBlock, match="locked"):
                 store.allocate(owner(1), [V4])
             assert scope.batches == []
+            # An ordinary caller waits for the other process again: the lock is
+            # let go 0.3 s later, and the write goes through instead of failing.
+            later = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+            later.start()
+            assert len(store.allocate(owner(1), [V4])) == 1
+            later.join()
         finally:
-            other.execute("COMMIT")
+            if other.in_transaction:
+                other.execute("COMMIT")
             other.close()
-        # The busy timeout is back for ordinary callers, and nothing was half done.
         assert store._connection().execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-        assert len(store.allocate(owner(1), [V4])) == 1
         assert _committed_rows(path) == {"claim-1"}
 
 

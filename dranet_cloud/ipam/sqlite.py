@@ -325,6 +325,10 @@ class SqliteStore:
         self._not_writable: str | None = None
         self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
         self._pid = os.getpid()
+        self._busy_ms = int(busy_timeout * 1000)
+        # The connection's busy timeout now: 0 while the loop's deferred writes
+        # use it (they must not wait), set back before a write that may wait.
+        self._conn_busy_ms = self._busy_ms
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- connection and transactions ---------------------------------------
@@ -352,7 +356,7 @@ class SqliteStore:
                 f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable file"
             ) from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise ConfigError(
@@ -387,6 +391,7 @@ class SqliteStore:
             conn.close()
             raise
         self.integrity_problem = quick_check(conn, self.path)
+        self._conn_busy_ms = self._busy_ms
         log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
         return conn
 
@@ -544,26 +549,29 @@ class SqliteStore:
         elif batch.error is not None:
             raise batch.error
 
+    def _busy(self, conn: sqlite3.Connection, ms: int) -> None:
+        """Set the connection's busy timeout to ``ms`` unless it already is.
+
+        Runs of deferred writes (busy timeout 0) and waiting writes alternate
+        rarely, so this skips two PRAGMAs per group that a toggle around every
+        ``BEGIN`` cost.
+        """
+        if self._conn_busy_ms != ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._conn_busy_ms = ms
+
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> None:
         """``BEGIN IMMEDIATE``; without ``wait``, :class:`WouldBlock` instead of
         waiting for another process's write lock."""
-        if wait:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-            return
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
+            self._busy(conn, self._busy_ms if wait else 0)
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if not wait and ("locked" in str(exc) or "busy" in str(exc)):
                 raise WouldBlock(f"ipam: {self.path} is locked by another process") from None
             raise self._error(exc) from exc
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
 
     @contextmanager
     def deferred_writes(self) -> Iterator[DeferredWrites]:
@@ -641,6 +649,7 @@ class SqliteStore:
                     raise WouldBlock(f"ipam: {self.path} has writes waiting for their commit")
                 self._commit_batch(conn)  # never report what is not durable yet
             try:
+                self._busy(conn, self._busy_ms)
                 conn.execute("BEGIN")
                 try:
                     yield conn
