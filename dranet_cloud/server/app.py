@@ -458,7 +458,9 @@ class ByodpApp:
         try:
             lane = self._store_lane() if isinstance(job, StoreOnly) else None
             if lane is not None:
-                reply: Reply = await lane.run(job)
+                assert isinstance(job, StoreOnly)
+                # A failed commit answers with its own reply, which finish passes on.
+                reply: Reply = job.finish(await lane.run(job.job))
                 return reply
             return await self._executor().submit(job)
         finally:
@@ -513,19 +515,20 @@ class ByodpApp:
         config = req.config or NetworkConfig()
         what = f"device {safe(req.device.label())} claim {safe(claim.uid)}"
 
-        def job() -> Reply:
-            result = _call(
+        def allocate() -> NetworkConfig | Reply | None:
+            return _call(
                 path,
                 what,
                 lambda: self.host.profile_config(req.device, claim.uid, config, claim=claim),
             )
+
+        def reply(result: NetworkConfig | Reply | None) -> Reply:
             if isinstance(result, tuple):
                 return result
             return json_reply((result or NetworkConfig()).to_wire())
 
-        if self._store_only([self.host.profile_plugin(config)]):
-            return StoreOnly(job)
-        return job
+        job = StoreOnly(allocate, reply)
+        return job if self._store_only([self.host.profile_plugin(config)]) else job.__call__
 
     def _release(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
         req = ReleaseRequest.model_validate(doc)

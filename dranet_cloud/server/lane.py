@@ -48,15 +48,27 @@ def _failure(fut: asyncio.Future[None]) -> BaseException | None:
 
 
 class StoreOnly:
-    """A request job marked as touching nothing but the node's IPAM store."""
+    """A request job marked as touching nothing but the node's IPAM store.
 
-    __slots__ = ("job",)
+    ``finish`` turns what the job returned into the answer.  It runs after
+    the job's writes are committed, outside the stretch between two commits
+    in which the store waits for the loop, so work that needs no store
+    (encoding the reply) belongs there rather than in the job.
+    """
 
-    def __init__(self, job: Callable[[], Any]) -> None:
+    __slots__ = ("finish", "job")
+
+    def __init__(self, job: Callable[[], Any], finish: Callable[[Any], Any] | None = None) -> None:
         self.job = job
+        self.finish: Callable[[Any], Any] = finish if finish is not None else _same
 
     def __call__(self) -> Any:
-        return self.job()
+        """Job and finish together, for a thread where nothing waits on the store."""
+        return self.finish(self.job())
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 class _Blocked:
