@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,46 @@ def test_indexes_an_older_release_made_are_dropped_and_nothing_else_changes(
         assert check.execute("PRAGMA user_version").fetchone()[0] == 2
     finally:
         check.close()
+
+
+def _steps(store: SqliteStore, action: Callable[[], object]) -> int:
+    """SQLite virtual-machine instructions ``action`` ran on the store's connection."""
+    count = [0]
+
+    def tick() -> int:
+        count[0] += 1
+        return 0
+
+    conn = store._connection()
+    conn.set_progress_handler(tick, 1)
+    try:
+        action()
+    finally:
+        conn.set_progress_handler(None, 1)
+    return count[0]
+
+
+def test_claim_work_does_not_grow_with_what_the_nic_holds(tmp_path: Path) -> None:
+    """Every claim on a node is on a few NICs: a retry, a lookup or a release of one
+    claim must find its rows by claim, never walk the NIC's (the planner prefers the
+    device index for ``device IN (?)`` unless told)."""
+    ranges = [V4, ip_range_from_cidr("fd00:9::/64")]
+    steps: list[dict[str, int]] = []
+    for held_on_nic in (20, 600):
+        with SqliteStore(tmp_path / f"ipam-{held_on_nic}.db") as store:
+            for i in range(held_on_nic):
+                store.allocate(owner(i), ranges)
+            steps.append(
+                {
+                    "retry": _steps(store, lambda: store.allocate(owner(7), ranges)),
+                    "held": _steps(store, lambda: store.held(owner(7))),
+                    "release": _steps(store, lambda: store.release(owner(7))),
+                }
+            )
+    small, large = steps
+    for action, count in small.items():
+        # 30x the rows on the NIC: at most a few more B-tree levels, not 30x the steps.
+        assert large[action] < 2 * count + 200, (action, small, large)
 
 
 def test_closed_store_refuses_work(tmp_path: Path) -> None:

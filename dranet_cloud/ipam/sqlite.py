@@ -888,7 +888,9 @@ class SqliteStore:
                 "ORDER BY family, addr_key",
                 params,
             ).fetchall()
-            conn.execute(f"DELETE FROM allocations WHERE {where}", params)
+            conn.execute(
+                f"DELETE FROM allocations INDEXED BY allocations_by_claim WHERE {where}", params
+            )
             if rows:
                 self._forget_unused_keys(conn, devices)
             return [str(address) for (address,) in rows]
