@@ -466,6 +466,24 @@ class ProviderHost:
         knew them (gen2 DRANET); otherwise a reference holding only the UID is
         passed to the plugin.
         """
+        return self.profile_call(device, claim_uid, config, claim=claim)()
+
+    def profile_call(
+        self,
+        device: DeviceIdentifiers,
+        claim_uid: str,
+        config: NetworkConfig,
+        *,
+        claim: ClaimReference | None = None,
+    ) -> Callable[[], NetworkConfig | None]:
+        """:meth:`profile_config` in two steps: the checks now, the plugin call later.
+
+        The checks (DRANET's validation, the profile's route) touch nothing
+        outside this process and raise :class:`ProfileDenied` at once; the
+        returned call resolves the NIC and asks the plugin.  A server runs
+        the first step while it parses a request, so a denial costs no
+        thread and the second step, which may hold the IPAM store, is short.
+        """
         self._require_started()
         ref = _claim_ref(claim_uid, claim)
         # DRANET's rules, before anything is allocated: a context that can
@@ -485,23 +503,28 @@ class ProviderHost:
                 "with a profile role)",
                 status=404,
             )
-        inst = self._instances.get(plugin)
-        _key, device = self._resolved(device)
-        result = self.registry.call(
-            plugin,
-            "profile_config",
-            context=self.context,
-            instance=inst,
-            device=device,
-            claim_uid=ref.uid,
-            config=config,
-            claim=ref,
-        )
-        if result is not None and not isinstance(result, NetworkConfig):
-            raise TypeError(
-                f"plugin {plugin} returned {type(result).__name__}, not a NetworkConfig"
+        checked = config
+
+        def call() -> NetworkConfig | None:
+            inst = self._instances.get(plugin)
+            _key, resolved = self._resolved(device)
+            result = self.registry.call(
+                plugin,
+                "profile_config",
+                context=self.context,
+                instance=inst,
+                device=resolved,
+                claim_uid=ref.uid,
+                config=checked,
+                claim=ref,
             )
-        return result
+            if result is not None and not isinstance(result, NetworkConfig):
+                raise TypeError(
+                    f"plugin {plugin} returned {type(result).__name__}, not a NetworkConfig"
+                )
+            return result
+
+        return call
 
     def network_config(
         self,

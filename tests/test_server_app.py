@@ -249,6 +249,20 @@ def test_denials_and_failures_map_to_byodp_status_codes(
         assert bad.status_code == 400 and f"[{rule}]" in bad.text, bad.text
 
 
+def test_a_claim_dranet_would_reject_is_denied_while_parsing(
+    served: tuple[WebhookServer, httpx.Client],
+) -> None:
+    """The checks run before any job is made: no thread, no store, no plugin."""
+    server, client = served
+    for fields in ({"addresses": ["10.0.0.1"]}, {"arpIgnore": 7}):
+        for profile in ("local-ipam", "moody"):
+            bad = client.post("/GetProfileConfig", json=profile_body("c9", profile, **fields))
+            assert bad.status_code == 400, bad.text
+    assert server.app._pool is None and server.app._lane is None
+    assert client.post("/GetProfileConfig", json=profile_body("c9")).status_code == 200
+    assert server.app._lane is not None  # the same claim, valid, is served as usual
+
+
 def test_release_failure_is_500_and_empty_claim_is_400(
     served: tuple[WebhookServer, httpx.Client],
 ) -> None:

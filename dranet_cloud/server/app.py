@@ -515,12 +515,16 @@ class ByodpApp:
         config = req.config or NetworkConfig()
         what = f"device {safe(req.device.label())} claim {safe(claim.uid)}"
 
+        # DRANET's checks now, while parsing: a denial is answered without a thread,
+        # and the job that may hold the IPAM store only asks the plugin.
+        call = _call(
+            path, what, lambda: self.host.profile_call(req.device, claim.uid, config, claim=claim)
+        )
+        if isinstance(call, tuple):
+            return call
+
         def allocate() -> NetworkConfig | Reply | None:
-            return _call(
-                path,
-                what,
-                lambda: self.host.profile_config(req.device, claim.uid, config, claim=claim),
-            )
+            return _call(path, what, call)
 
         def reply(result: NetworkConfig | Reply | None) -> Reply:
             if isinstance(result, tuple):
