@@ -114,20 +114,20 @@ class HostRoot:
         try:
             with open(self._join(absolute), errors="replace") as fh:
                 return fh.read().strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the path
             return None
 
     def link_name(self, absolute: str) -> str | None:
         """Last component of a symlink's target, without following it."""
         try:
             return os.path.basename(os.readlink(self._join(absolute)).rstrip("/"))
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def listdir(self, absolute: str) -> list[str]:
         try:
             return sorted(os.listdir(self._join(absolute)))
-        except OSError:
+        except (OSError, ValueError):
             return []
 
     # --- DMI -----------------------------------------------------------------

@@ -77,6 +77,18 @@ def dra_pci_name(pci_address: str) -> str:
     return DRA_PCI_PREFIX + pci_address.replace(":", "-").replace(".", "-")
 
 
+def could_be_ifname(name: str) -> bool:
+    """Whether Linux would accept ``name`` for a network interface.
+
+    1 to 15 bytes, not ``.`` or ``..``, and no ``/``, ``:``, NUL or white
+    space.  A name sent in a request that fails this is no NIC of this node,
+    and must not become part of a sysfs path (a NUL makes ``open`` raise).
+    """
+    if name in ("", ".", "..") or len(name.encode("utf-8", "surrogatepass")) > _MAX_IFNAME:
+        return False
+    return not any(c in "/:\0" or c.isspace() for c in name)
+
+
 def dra_interface_name(ifname: str) -> str:
     """DRANET's device name for a non-PCI interface.
 
@@ -466,7 +478,7 @@ def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
 
     # Fast path: the name is an interface that agrees with the MAC and PCI given.
     for ifname in ifnames:
-        if "/" in ifname or ifname in (".", ".."):
+        if not could_be_ifname(ifname):
             continue
         dev = _read_netdev(host_root, ifname)
         if dev is None:

@@ -22,6 +22,7 @@ from dranet_cloud.iprange import IPRange
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
 from dranet_cloud.nic import (
+    could_be_ifname,
     decode_dra_name,
     dra_device_name,
     dra_interface_name,
@@ -165,6 +166,18 @@ def test_a_nic_the_node_cannot_see_keeps_the_identity_it_was_sent(tmp_path: Path
     assert (gone.found, gone.identity, gone.mtu) == (False, f"mac:{MAC_B}", None)
     moved = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-09-0"))
     assert (moved.found, moved.identity) == (False, "pci:0000:00:09.0")
+
+
+def test_a_name_no_interface_can_have_is_never_looked_up(tmp_path: Path) -> None:
+    """A request's name becomes a sysfs path only if Linux could have named a NIC so;
+    a NUL there made ``open`` raise (a 500 found by the server's fuzzing)."""
+    root = node(tmp_path)
+    for name in ("\n\x00eth1", "eth1\x00", "eth 1", "eth1:0", "a" * 16, "..", "x/../eth1"):
+        nic = resolve_nic(root, DeviceIdentifiers(name=name))
+        assert not nic.found, name
+    assert resolve_nic(root, DeviceIdentifiers(name="eth1")).found  # the real one still is
+    assert could_be_ifname("eth1") and could_be_ifname("é" * 7) and not could_be_ifname("é" * 8)
+    assert HostRoot(str(tmp_path)).read_text("/sys/class/net/eth1\x00/address") is None
 
 
 # --- host caches: two NICs taking turns under one name ------------------------------------

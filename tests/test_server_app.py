@@ -328,6 +328,10 @@ def test_cloud_role_answers_attributes_and_config(tmp_path: Path) -> None:
             }
             unknown = client.post("/GetDeviceConfig", json={"name": "eth9"})
             assert unknown.status_code == 200 and unknown.json() == {"interface": {}}
+            # A name no interface can have (schemathesis sent this one) is simply no NIC here.
+            for path in ("/GetDeviceConfig", "/GetDeviceAttributes"):
+                odd = client.post(path, json={"name": "\n\x00eth1", "pci_address": "--x"})
+                assert odd.status_code == 200, odd.text
             denied = client.post("/GetProfileConfig", json=profile_body("c", profile="forbidden"))
             assert denied.status_code == 409 and "not allowed" in denied.text
 
