@@ -59,6 +59,8 @@ _DRA_PCI = re.compile(r"^pci-([0-9a-f]{4})-([0-9a-f]{2})-([0-9a-f]{2})-([0-7])$"
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _MAX_LABEL = 63
 _MAX_IFNAME = 15
+# Bytes the kernel refuses in an interface name (dev_valid_name; isspace includes 0xA0).
+_NOT_IN_IFNAMES = frozenset(b"/:\0 \t\n\v\f\r\xa0")
 # PCI classes DRANET publishes: network controllers (0x02....).
 _NETWORK_CLASS_PREFIX = "0x02"
 _NO_NETDEV_DRIVERS = frozenset({"efa"})
@@ -80,13 +82,16 @@ def dra_pci_name(pci_address: str) -> str:
 def could_be_ifname(name: str) -> bool:
     """Whether Linux would accept ``name`` for a network interface.
 
-    1 to 15 bytes, not ``.`` or ``..``, and no ``/``, ``:``, NUL or white
-    space.  A name sent in a request that fails this is no NIC of this node,
-    and must not become part of a sysfs path (a NUL makes ``open`` raise).
+    The kernel's rule, on the name's bytes: 1 to 15 of them, not ``.`` or
+    ``..``, and none of ``/``, ``:``, NUL or a byte its ``isspace`` counts
+    (ASCII white space and 0xA0).  A name sent in a request that fails this
+    is no NIC of this node, and must not become part of a sysfs path (a NUL
+    makes ``open`` raise).
     """
-    if name in ("", ".", "..") or len(name.encode("utf-8", "surrogatepass")) > _MAX_IFNAME:
+    raw = name.encode("utf-8", "surrogatepass")
+    if raw in (b"", b".", b"..") or len(raw) > _MAX_IFNAME:
         return False
-    return not any(c in "/:\0" or c.isspace() for c in name)
+    return not any(byte in _NOT_IN_IFNAMES for byte in raw)
 
 
 def dra_interface_name(ifname: str) -> str:
