@@ -503,7 +503,6 @@ class ProviderHost:
                 "with a profile role)",
                 status=404,
             )
-        checked = config
 
         def call() -> NetworkConfig | None:
             inst = self._instances.get(plugin)
@@ -515,7 +514,7 @@ class ProviderHost:
                 instance=inst,
                 device=resolved,
                 claim_uid=ref.uid,
-                config=checked,
+                config=config,
                 claim=ref,
             )
             if result is not None and not isinstance(result, NetworkConfig):

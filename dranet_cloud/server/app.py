@@ -456,9 +456,7 @@ class ByodpApp:
             )
         self._in_flight += 1
         try:
-            lane = self._store_lane() if isinstance(job, StoreOnly) else None
-            if lane is not None:
-                assert isinstance(job, StoreOnly)
+            if isinstance(job, StoreOnly) and (lane := self._store_lane()) is not None:
                 # A failed commit answers with its own reply, which finish passes on.
                 reply: Reply = job.finish(await lane.run(job.job))
                 return reply
