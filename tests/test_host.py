@@ -225,6 +225,24 @@ def test_profile_call_without_profile_name_is_a_400(tmp_path: Path) -> None:
     assert "config.profile is empty" in str(err.value) and "(unnamed)" in str(err.value)
 
 
+def test_profile_call_checks_first_and_asks_the_plugin_only_when_called(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
+    host.context._ipam = store
+    dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
+    bad = NetworkConfig.model_validate({"profile": "p", "interface": {"addresses": ["10.0.0.1"]}})
+    with pytest.raises(ProfileDenied, match="addresses-cidr"):
+        host.profile_call(dev, "c1", bad)
+    call = host.profile_call(dev, "c1", NetworkConfig(profile="p"))
+    assert store.list() == []  # checked, not yet asked
+    result = call()
+    assert result is not None and result.interface.addresses == [a.address for a in store.list()]
+    assert host.profile_config(dev, "c1", NetworkConfig(profile="p")) == result  # same claim
+
+
 def test_unconfirmed_evidence_is_a_warning_naming_plugin_and_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
