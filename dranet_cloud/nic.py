@@ -136,7 +136,7 @@ def decode_dra_name(name: str) -> tuple[str | None, str | None]:
             ifname = raw.decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None, None
-        if 0 < len(ifname) <= _MAX_IFNAME and "/" not in ifname and ifname.isprintable():
+        if could_be_ifname(ifname) and ifname.isprintable():
             return None, ifname
     return None, None
 
