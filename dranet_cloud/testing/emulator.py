@@ -29,6 +29,7 @@ import signal
 import socket
 import socketserver
 import stat
+import struct
 import sys
 import threading
 import time
@@ -118,12 +119,19 @@ class Request:
 
 @dataclass
 class Response:
-    """What a handler returns; ``body`` may be text (sent as UTF-8)."""
+    """What a handler returns; ``body`` may be text (sent as UTF-8).
+
+    ``abort``: the handler did its work (committed a write) but the client
+    never learns: the connection is closed without an HTTP answer, as when a
+    reply is lost on the network.  The log records the status with the fault
+    ``"lost-reply"``.
+    """
 
     status: int = 200
     body: bytes | str = b""
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "text/plain"
+    abort: bool = False
 
     @classmethod
     def json(
@@ -720,6 +728,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             except Exception:
                 log.exception("%s emulator: handler failed for %s", emu.name, request.path)
                 response = Response(500, "emulator handler raised; see the log\n")
+            if response.abort:
+                emu._record(request, response.status, "lost-reply", self.serial)
+                self._abort()
+                return
         if emu.headers:
             # The handler's own headers win; never mutate its (maybe shared) object.
             own = {k.lower() for k in response.headers}
@@ -734,6 +746,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         label = ",".join(x for x in (decision.label, shaped) if x) or None
         emu._record(request, response.status, label, self.serial)
         self._write(response, head=request.method == "HEAD", chunked=emu.faults.chunked)
+
+    def _abort(self) -> None:
+        """Reset the connection (no FIN-then-maybe-answer): the client sees it at once."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     def _write(self, response: Response, *, head: bool, chunked: bool) -> None:
         body = response.body_bytes
@@ -795,6 +813,10 @@ class _ServerMixin:
 class _TCPServer(_ServerMixin, socketserver.ThreadingMixIn, HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog of 5 drops the SYNs of many clients that
+    # connect at once (each then waits a 1 s retransmit): benchmarks connect
+    # a hundred at a time.
+    request_queue_size = 256
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind would resolve the host name (DNS); skip that.
@@ -810,6 +832,7 @@ class _TCP6Server(_TCPServer):
 
 class _UnixServer(_ServerMixin, socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+    request_queue_size = 256
 
 
 class Emulator:
