@@ -3,8 +3,9 @@
 * :mod:`.emulator`: a loopback/unix-socket HTTP server with a request log and
   fault injection, plus helpers to serve nested-JSON metadata trees and token
   sessions;
-* :mod:`.kubernetes`: a Kubernetes API emulator (ResourceClaims, Nodes) with
-  real pagination, Status errors and a kubeconfig for it;
+* :mod:`.kubernetes`: a Kubernetes API emulator (ResourceClaims, Nodes,
+  Namespaces, IPAddress objects) with real pagination, Status errors, fault
+  modes (latency, planned failures, lost replies) and a kubeconfig for it;
 * :mod:`.hostroot_builder`: fake node files (DMI, sysfs, procfs) that
   :class:`dranet_cloud.hostroot.HostRoot` reads;
 * :mod:`.socketguard`: makes any non-loopback connection fail a test run.

@@ -1,23 +1,37 @@
-"""A Kubernetes API emulator: ResourceClaims and Nodes, the way the API server answers.
+"""A Kubernetes API emulator: the objects dranet-cloud uses, the way the API server answers.
 
-Real HTTP on loopback (the emulator kit), real Kubernetes JSON: objects with
-``metadata.uid``/``resourceVersion``/``creationTimestamp``, lists with
-``metadata.resourceVersion``/``continue``/``remainingItemCount`` and items
-without ``kind``, and errors as ``Status`` objects (``NotFound`` 404,
-``Expired`` 410, ``InternalError`` 500, ``Unauthorized`` 401).  It serves:
+Real HTTP on loopback (the emulator kit, one thread per connection), real
+Kubernetes JSON: objects with ``metadata.uid``/``resourceVersion``/
+``creationTimestamp``, lists with ``metadata.resourceVersion``/``continue``/
+``remainingItemCount`` and items without ``kind``, and errors as ``Status``
+objects (``NotFound`` 404, ``AlreadyExists``/``Conflict`` 409, ``Invalid``
+422 with ``details.causes``, ``Expired`` 410, ``InternalError`` 500,
+``Unauthorized`` 401).  It serves:
 
 * ``GET /apis/resource.k8s.io/v1/resourceclaims`` (every namespace),
 * ``GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims[/NAME]``,
-* ``GET /api/v1/nodes[/NAME]``,
+* ``GET /api/v1/nodes[/NAME]``, ``GET /api/v1/namespaces[/NAME]`` (``kube-system``'s
+  UID is the cluster's identity, :attr:`KubernetesEmulator.cluster_uid`),
+* ``networking.k8s.io/v1`` IPAddress objects: ``POST .../ipaddresses`` (atomic
+  on the name: a taken name is ``409 AlreadyExists``; validated as
+  ``ValidateIPAddress`` does, see :mod:`.kube_rules`), ``GET``/``DELETE
+  .../ipaddresses/NAME`` (``DeleteOptions`` ``preconditions.uid`` and
+  ``.resourceVersion``: ``409 Conflict``), ``GET .../ipaddresses`` with
+  ``labelSelector``,
 
 with ``limit``/``continue`` pagination served from a snapshot taken at the
 first page, as the API server does: objects created or deleted meanwhile do
 not show up in later pages.  Every request needs ``Authorization: Bearer
 <token>``; :meth:`KubernetesEmulator.write_kubeconfig` writes a kubeconfig
 holding that token.  Faults on top of the kit's (``delay``, ``drop``...):
-:meth:`KubernetesEmulator.fail` answers the next requests with a Status of a
-given code, optionally only continued pages; :meth:`expire_lists` forgets every
-snapshot so the next continue token gets ``410 Expired``.
+:attr:`KubernetesEmulator.latency` sleeps before every answer;
+:meth:`KubernetesEmulator.fail` answers the next requests (optionally of one
+verb and resource, or only continued pages) with a Status of a given code;
+:meth:`~KubernetesEmulator.lose_replies` commits the next writes but closes
+the connection without an answer; :meth:`~KubernetesEmulator.expire_lists`
+forgets every snapshot so the next continue token gets ``410 Expired``.  The
+same faults come from a spec string (``api_faults=``, ``emulate kubernetes
+--api-faults``), see :func:`parse_api_faults`.
 
 Only the standard library is imported: the CKS plugin and tests reuse it.
 """
@@ -27,13 +41,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import secrets
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -42,22 +57,41 @@ from pathlib import Path
 from typing import Any
 
 from .emulator import Emulator, Faults, Request, Response
+from .kube_rules import LabelSelector, SelectorError, ip_address_causes
 
-__all__ = ["KubernetesEmulator", "kubernetes_emulator"]
+__all__ = [
+    "CLAIMS",
+    "IPADDRESSES",
+    "NAMESPACES",
+    "NODES",
+    "VERBS",
+    "ApiFaults",
+    "KubernetesEmulator",
+    "kubernetes_emulator",
+    "parse_api_faults",
+    "status_object",
+]
 
 CLAIMS = "resourceclaims"
 NODES = "nodes"
-_GROUP_PREFIX = "/apis/resource.k8s.io/v1"
-_CORE_PREFIX = "/api/v1"
-_KIND = {CLAIMS: "ResourceClaim", NODES: "Node"}
-_API_VERSION = {CLAIMS: "resource.k8s.io/v1", NODES: "v1"}
-_QUALIFIED = {CLAIMS: "resourceclaims.resource.k8s.io", NODES: "nodes"}
+NAMESPACES = "namespaces"
+IPADDRESSES = "ipaddresses"
+RESOURCES = (CLAIMS, NODES, NAMESPACES, IPADDRESSES)
+VERBS = ("get", "list", "create", "delete")
+_GROUP = {CLAIMS: "resource.k8s.io", NODES: "", NAMESPACES: "", IPADDRESSES: "networking.k8s.io"}
+_KIND = {CLAIMS: "ResourceClaim", NODES: "Node", NAMESPACES: "Namespace", IPADDRESSES: "IPAddress"}
+_API_VERSION = {r: f"{g}/v1" if g else "v1" for r, g in _GROUP.items()}
+_QUALIFIED = {r: f"{r}.{g}" if g else r for r, g in _GROUP.items()}
+_WRITABLE = frozenset({IPADDRESSES})  # resources served with create and delete
 _REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
     403: "Forbidden",
     404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
     410: "Expired",
+    422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
@@ -65,27 +99,57 @@ _REASONS = {
 }
 MAX_SNAPSHOTS = 64  # list snapshots kept for continue tokens
 MAX_FIXTURE_BYTES = 64 << 20
+# metadata fields the server owns: a create's values for them are ignored.
+_SERVER_META = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "namespace",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+)
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def status_object(code: int, message: str, *, name: str = "", resource: str = "") -> dict[str, Any]:
-    """A ``meta/v1`` Status as the API server sends it for a failed request."""
+def status_object(
+    code: int,
+    message: str,
+    *,
+    name: str = "",
+    resource: str = "",
+    reason: str | None = None,
+    kind: str | None = None,
+    causes: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """A ``meta/v1`` Status as the API server sends it for a failed request.
+
+    ``details.kind`` is the resource (``ipaddresses``) for NotFound,
+    AlreadyExists and Conflict, the Kind (``IPAddress``) for Invalid, as in
+    ``k8s.io/apimachinery/pkg/api/errors``; ``group`` is left out when empty.
+    """
     doc: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": _REASONS.get(code, HTTPStatus(code).phrase.replace(" ", "")),
+        "reason": reason or _REASONS.get(code, HTTPStatus(code).phrase.replace(" ", "")),
         "code": code,
     }
     if name or resource:
-        doc["details"] = {"name": name, "kind": resource}
-        if resource == CLAIMS:
-            doc["details"]["group"] = "resource.k8s.io"
+        details: dict[str, Any] = {"name": name}
+        if _GROUP.get(resource):
+            details["group"] = _GROUP[resource]
+        details["kind"] = kind or resource
+        if causes:
+            details["causes"] = [dict(c) for c in causes]
+        doc["details"] = details
     return doc
 
 
@@ -95,6 +159,89 @@ class _PlannedFailure:
     remaining: int
     continue_only: bool
     path: str
+    verb: str = ""
+    resource: str = ""
+
+
+@dataclass
+class _LostReplies:
+    verb: str
+    resource: str
+    remaining: int
+
+
+@dataclass(frozen=True)
+class ApiFaults:
+    """The Kubernetes emulator's own faults, from a spec string (:func:`parse_api_faults`)."""
+
+    latency: float = 0.0
+    failures: tuple[tuple[str, int, int], ...] = ()  # (verb or "", status, times)
+    lost_replies: tuple[tuple[str, int], ...] = ()  # (verb, times)
+
+
+def _check_verb(verb: str, *, allow_any: bool = True) -> str:
+    if verb in VERBS or (allow_any and verb == ""):
+        return verb
+    raise ValueError(f"unknown verb {verb!r}; known: {', '.join(VERBS)}")
+
+
+def _finite_seconds(value: float, what: str) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return value
+
+
+def parse_api_faults(spec: str | None) -> ApiFaults:
+    """Parse ``latency=S;fail=VERB:STATUS[xN];lose-reply=VERB[:N]`` (items joined by ``;``).
+
+    * ``latency=0.002``: every request takes this long more (the benchmark's
+      2 ms API round trip);
+    * ``fail=create:503x3``: the next 3 creates get a 503 Status; ``VERB`` is
+      ``get``, ``list``, ``create``, ``delete`` or ``*`` (every request);
+      ``fail`` may repeat;
+    * ``lose-reply=create:2``: the next 2 creates that succeed are committed,
+      then the connection is closed without an answer (``create`` or ``delete``).
+
+    A bad item raises ``ValueError`` naming it.
+    """
+    latency = 0.0
+    failures: list[tuple[str, int, int]] = []
+    lost: list[tuple[str, int]] = []
+    for raw in (spec or "").split(";"):
+        item = raw.strip()
+        if not item:
+            continue
+        key, _, value = item.partition("=")
+        key = key.strip().lower()
+        value = value.strip()
+        try:
+            if key == "latency":
+                latency = _finite_seconds(float(value), "latency")
+            elif key == "fail":
+                verb, _, rest = value.partition(":")
+                status_s, _, times_s = rest.lower().partition("x")
+                status = int(status_s)
+                if not 400 <= status <= 599:
+                    raise ValueError("the status must be 400-599")
+                times = int(times_s) if times_s else 1
+                if times < 1:
+                    raise ValueError("the count must be at least 1")
+                verb = verb.strip().lower()
+                failures.append((_check_verb("" if verb == "*" else verb), status, times))
+            elif key == "lose-reply":
+                verb, _, times_s = value.partition(":")
+                verb = verb.strip().lower()
+                if verb not in ("create", "delete"):
+                    raise ValueError("only a create's or a delete's reply can be lost")
+                times = int(times_s) if times_s else 1
+                if times < 1:
+                    raise ValueError("the count must be at least 1")
+                lost.append((verb, times))
+            else:
+                raise ValueError("unknown item; known: latency, fail, lose-reply")
+        except ValueError as exc:
+            raise ValueError(f"api fault spec {spec!r}: bad item {item!r}: {exc}") from exc
+    return ApiFaults(latency, tuple(failures), tuple(lost))
 
 
 class KubernetesEmulator:
@@ -102,6 +249,10 @@ class KubernetesEmulator:
 
     Use it as a context manager or call :meth:`start`/:meth:`stop`; the
     ``url``, ``token`` and ``log`` (via :attr:`emulator`) are what tests need.
+    ``cluster_uid`` is the ``kube-system`` Namespace's UID (a new one per
+    emulator unless given: two emulators are two clusters); ``latency`` is
+    slept before every answer; ``api_faults`` is a :func:`parse_api_faults` spec.
+    Thread-safe: one lock guards the store; a create is a dictionary insert.
     """
 
     def __init__(
@@ -111,6 +262,9 @@ class KubernetesEmulator:
         faults: Faults | str | None = None,
         token: str | None = None,
         env: Mapping[str, str] | None = None,
+        cluster_uid: str | None = None,
+        latency: float = 0.0,
+        api_faults: str | None = None,
     ) -> None:
         if listen.strip().startswith("unix://"):
             raise ValueError(
@@ -119,14 +273,22 @@ class KubernetesEmulator:
             )
         self.token = token or secrets.token_urlsafe(24)
         self._lock = threading.Lock()
-        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {CLAIMS: {}, NODES: {}}
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
+        self._lost: list[_LostReplies] = []
+        self._calls: Counter[tuple[str, str]] = Counter()
+        self.latency = _finite_seconds(latency, "latency")
         # time.monotonic() of every cluster-wide ResourceClaim list's snapshot
         # (its first page): tests count collection runs that began after an event.
         self.claim_list_snapshots: list[float] = []
         self._tmpdir: str | None = None
+        for ns in ("default", "kube-public", "kube-node-lease"):
+            self._put_namespace(ns, str(uuid.uuid4()))
+        self._put_namespace("kube-system", cluster_uid or str(uuid.uuid4()))
+        if api_faults:
+            self.apply_api_faults(api_faults)
         self.emulator = Emulator(
             self.handle,
             name="kubernetes",
@@ -167,6 +329,13 @@ class KubernetesEmulator:
     def faults(self) -> Faults:
         return self.emulator.faults
 
+    @property
+    def cluster_uid(self) -> str:
+        """The ``kube-system`` Namespace's ``metadata.uid``: this cluster's identity."""
+        with self._lock:
+            ns = self._objects[NAMESPACES].get(("", "kube-system"))
+            return str(ns["metadata"]["uid"]) if ns else ""
+
     def write_kubeconfig(self, path: str | Path | None = None) -> Path:
         """A kubeconfig (JSON is valid YAML) pointing at this emulator with its token.
 
@@ -199,6 +368,22 @@ class KubernetesEmulator:
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
+
+    def _put_namespace(self, name: str, uid: str) -> None:
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "uid": uid,
+                "resourceVersion": self._next_rv(),
+                "creationTimestamp": _now(),
+                "labels": {"kubernetes.io/metadata.name": name},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        self._objects[NAMESPACES][("", name)] = doc
 
     def add_claim(
         self,
@@ -271,8 +456,52 @@ class KubernetesEmulator:
             node["spec"]["providerID"] = provider_id
         return self.put(node)
 
+    def add_ip_address(
+        self,
+        name: str,
+        *,
+        parent: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        """Store (or replace) an IPAddress without validation; returns it.
+
+        ``parent`` is ``spec.parentRef`` (``group``, ``resource``,
+        ``namespace``, ``name``); without it the address belongs to someone
+        else: the ``default/kubernetes`` Service, as the API server's own
+        ClusterIP allocator records it.
+        """
+        ref = (
+            dict(parent)
+            if parent is not None
+            else {
+                "group": "",
+                "resource": "services",
+                "namespace": "default",
+                "name": "kubernetes",
+            }
+        )
+        meta: dict[str, Any] = {"name": name}
+        if uid:
+            meta["uid"] = uid
+        if labels:
+            meta["labels"] = dict(labels)
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        return self.put(
+            {
+                "kind": "IPAddress",
+                "metadata": meta,
+                "spec": {"parentRef": {k: v for k, v in ref.items() if v}},
+            }
+        )
+
     def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Store a ResourceClaim or Node object (its ``kind`` decides); fills in metadata."""
+        """Store a ResourceClaim, Node, Namespace or IPAddress (its ``kind`` decides).
+
+        Fills in metadata; replaces an object of the same name.
+        """
         resource = _resource_of(obj)
         doc = json.loads(json.dumps(obj))  # a private deep copy
         meta = doc.setdefault("metadata", {})
@@ -280,6 +509,8 @@ class KubernetesEmulator:
             raise ValueError(f"a {doc.get('kind')} needs metadata.name")
         if resource == CLAIMS and not meta.get("namespace"):
             raise ValueError(f"ResourceClaim {meta['name']} needs metadata.namespace")
+        if resource != CLAIMS:
+            meta.pop("namespace", None)  # cluster-scoped
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", _now())
         doc["apiVersion"] = _API_VERSION[resource]
@@ -292,24 +523,60 @@ class KubernetesEmulator:
 
     def delete_claim(self, namespace: str, name: str) -> bool:
         """Delete a claim; ``False`` when there was none."""
-        with self._lock:
-            self._next_rv()
-            return self._objects[CLAIMS].pop((namespace, name), None) is not None
+        return self._remove(CLAIMS, namespace, name)
 
     def delete_node(self, name: str) -> bool:
+        return self._remove(NODES, "", name)
+
+    def delete_ip_address(self, name: str) -> bool:
+        """Delete an IPAddress behind the API's back; ``False`` when there was none."""
+        return self._remove(IPADDRESSES, "", name)
+
+    def _remove(self, resource: str, namespace: str, name: str) -> bool:
         with self._lock:
             self._next_rv()
-            return self._objects[NODES].pop(("", name), None) is not None
+            return self._objects[resource].pop((namespace, name), None) is not None
 
     def claims(self) -> list[dict[str, Any]]:
+        return self._copies(CLAIMS)
+
+    def ip_addresses(self, label_selector: str = "") -> list[dict[str, Any]]:
+        """Every stored IPAddress (sorted by name) whose labels match the selector."""
+        selector = LabelSelector(label_selector)
+        return [
+            o
+            for o in self._copies(IPADDRESSES)
+            if selector.matches(o["metadata"].get("labels") or {})
+        ]
+
+    def ip_address(self, name: str) -> dict[str, Any] | None:
         with self._lock:
-            return [json.loads(json.dumps(c)) for c in self._objects[CLAIMS].values()]
+            obj = self._objects[IPADDRESSES].get(("", name))
+            return None if obj is None else _copy(obj)
+
+    def _copies(self, resource: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [_copy(o) for _, o in sorted(self._objects[resource].items())]
+
+    def calls(self, resource: str = IPADDRESSES) -> dict[str, int]:
+        """How many requests of each verb (``create``, ``get``...) reached ``resource``.
+
+        Injected failures count (the client made the call); requests the kit's
+        own faults dropped before the handler and refused tokens do not.
+        """
+        with self._lock:
+            return {verb: n for (res, verb), n in self._calls.items() if res == resource and n}
+
+    def reset_calls(self) -> None:
+        with self._lock:
+            self._calls.clear()
 
     def load(self, doc: Mapping[str, Any]) -> int:
-        """Store every ResourceClaim and Node of a ``kubectl get ... -o json`` answer.
+        """Store every object of a ``kubectl get ... -o json`` answer.
 
-        Accepts a ``List``, ``ResourceClaimList``, ``NodeList`` or one object;
-        returns how many objects were stored.
+        Accepts a ``List``, ``ResourceClaimList``, ``NodeList``,
+        ``NamespaceList``, ``IPAddressList`` or one object; returns how many
+        objects were stored.
         """
         kind = str(doc.get("kind", ""))
         if kind.endswith("List"):
@@ -343,15 +610,53 @@ class KubernetesEmulator:
     # --- faults ------------------------------------------------------------------------
 
     def fail(
-        self, status: int, *, times: int = 1, continue_only: bool = False, path: str = ""
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        continue_only: bool = False,
+        path: str = "",
+        verb: str = "",
+        resource: str = "",
     ) -> None:
         """Answer the next ``times`` matching requests with a Status of code ``status``.
 
         ``continue_only`` matches only requests for a continued page (mid-pagination);
-        ``path`` only requests whose path starts with it.
+        ``path`` only requests whose path starts with it; ``verb`` (``get``,
+        ``list``, ``create``, ``delete``) and ``resource`` (``ipaddresses``...)
+        only requests of that verb on that resource.
         """
+        _check_verb(verb)
+        if resource and resource not in RESOURCES:
+            raise ValueError(f"unknown resource {resource!r}; known: {', '.join(RESOURCES)}")
         with self._lock:
-            self._planned.append(_PlannedFailure(status, times, continue_only, path))
+            self._planned.append(
+                _PlannedFailure(status, times, continue_only, path, verb, resource)
+            )
+
+    def lose_replies(
+        self, times: int = 1, *, verb: str = "create", resource: str = IPADDRESSES
+    ) -> None:
+        """Commit the next ``times`` successful ``verb`` requests, then close without answering.
+
+        The object is stored (or deleted) as usual, but the connection is
+        reset instead of sending the 2xx: the client cannot tell whether the
+        write happened.
+        """
+        if verb not in ("create", "delete") or resource not in _WRITABLE:
+            raise ValueError(f"only a create's or a delete's reply on {sorted(_WRITABLE)} is lost")
+        with self._lock:
+            self._lost.append(_LostReplies(verb, resource, times))
+
+    def apply_api_faults(self, spec: str | ApiFaults) -> None:
+        """Add a :func:`parse_api_faults` spec's faults; its latency replaces the current one."""
+        faults = parse_api_faults(spec) if isinstance(spec, str) else spec
+        if faults.latency:
+            self.latency = faults.latency
+        for verb, status, times in faults.failures:
+            self.fail(status, times=times, verb=verb)
+        for verb, times in faults.lost_replies:
+            self.lose_replies(times, verb=verb)
 
     def expire_lists(self) -> None:
         """Forget every list snapshot: the next continue token answers 410 Expired."""
@@ -359,11 +664,14 @@ class KubernetesEmulator:
             self._snapshots.clear()
 
     def clear_faults(self) -> None:
+        """No planned failures, lost replies, latency or kit faults from now on."""
         with self._lock:
             self._planned.clear()
+            self._lost.clear()
+        self.latency = 0.0
         self.emulator.faults.clear()
 
-    def _planned_failure(self, request: Request) -> int | None:
+    def _planned_failure(self, request: Request, resource: str, verb: str) -> int | None:
         has_continue = bool(request.arg("continue"))
         with self._lock:
             for plan in self._planned:
@@ -371,41 +679,189 @@ class KubernetesEmulator:
                     continue
                 if plan.path and not request.path.startswith(plan.path):
                     continue
+                if (plan.verb and plan.verb != verb) or (
+                    plan.resource and plan.resource != resource
+                ):
+                    continue
                 plan.remaining -= 1
                 if plan.remaining <= 0:
                     self._planned.remove(plan)
                 return plan.status
         return None
 
+    def _reply_lost(self, resource: str, verb: str) -> bool:
+        with self._lock:
+            for plan in self._lost:
+                if plan.verb == verb and plan.resource == resource:
+                    plan.remaining -= 1
+                    if plan.remaining <= 0:
+                        self._lost.remove(plan)
+                    return True
+        return False
+
     # --- HTTP --------------------------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
+        latency = self.latency
+        if latency:
+            time.sleep(latency)  # this connection's thread only: requests do not queue
         if request.headers.get("Authorization", "") != f"Bearer {self.token}":
             return _status(401, "Unauthorized")
-        planned = self._planned_failure(request)
+        route = _route(request.path)
+        resource, namespace, name = route if route is not None else ("", None, None)
+        verb = _verb(request.method, name) if route is not None else ""
+        if route is not None and verb:
+            with self._lock:
+                self._calls[(resource, verb)] += 1
+        planned = self._planned_failure(request, resource, verb)
         if planned is not None:
             return _status(planned, f"injected failure: {HTTPStatus(planned).phrase}")
-        if request.method != "GET":
-            return _status(405, f"{request.method} is not served by this emulator")
-        route = _route(request.path)
         if route is None:
             return _status(
                 404, f"the server could not find the requested resource ({request.path})"
             )
-        resource, namespace, name = route
-        if name is not None:
-            return self._get(resource, namespace or "", name)
-        return self._list(resource, namespace, request)
+        if not verb or (verb in ("create", "delete") and resource not in _WRITABLE):
+            return _status(405, f"{request.method} is not served by this emulator for {resource}")
+        if verb == "get":
+            return self._get(resource, namespace or "", name or "")
+        if verb == "list":
+            return self._list(resource, namespace, request)
+        if verb == "create":
+            response = self._create_ip_address(request)
+        else:
+            response = self._delete_ip_address(request, name or "")
+        if 200 <= response.status < 300 and self._reply_lost(resource, verb):
+            response.abort = True
+        return response
 
     def _get(self, resource: str, namespace: str, name: str) -> Response:
         with self._lock:
             obj = self._objects[resource].get((namespace, name))
             body = None if obj is None else json.dumps(obj)
         if body is None:
-            return _status(
-                404, f'{_QUALIFIED[resource]} "{name}" not found', name=name, resource=resource
-            )
+            return _not_found(resource, name)
         return Response(200, body, {}, "application/json")
+
+    def _create_ip_address(self, request: Request) -> Response:
+        try:
+            doc = json.loads(request.body or b"null")
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            return _status(
+                400, "the body of the request was in an unknown format: not a JSON object"
+            )
+        api_version = doc.get("apiVersion", _API_VERSION[IPADDRESSES])
+        if doc.get("kind", "IPAddress") != "IPAddress" or api_version != _API_VERSION[IPADDRESSES]:
+            return _status(
+                400,
+                f"the object's kind/apiVersion ({doc.get('kind')}/{api_version}) is not "
+                f"IPAddress/{_API_VERSION[IPADDRESSES]}",
+            )
+        raw_meta = doc.get("metadata")
+        meta_in: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        name = str(meta_in.get("name") or meta_in.get("generateName") or "")
+        causes = ip_address_causes(doc)
+        if causes:
+            listed = [f"{c['field']}: {c['message']}" for c in causes]
+            text = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
+            return _status(
+                422,
+                f'IPAddress.networking.k8s.io "{name}" is invalid: {text}',
+                name=name,
+                resource=IPADDRESSES,
+                kind="IPAddress",
+                causes=causes,
+            )
+        meta = {k: v for k, v in meta_in.items() if k not in _SERVER_META}
+        parent = doc["spec"]["parentRef"]
+        stored = {
+            "kind": "IPAddress",
+            "apiVersion": _API_VERSION[IPADDRESSES],
+            "metadata": meta,
+            "spec": {
+                "parentRef": {
+                    k: str(parent[k])
+                    for k in ("group", "resource", "namespace", "name")
+                    if parent.get(k)
+                }
+            },
+        }
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        meta["generation"] = 1
+        key = ("", name)
+        with self._lock:
+            store = self._objects[IPADDRESSES]
+            if key in store:
+                taken = True
+            else:
+                taken = False
+                meta["resourceVersion"] = self._next_rv()
+                store[key] = stored
+                body = json.dumps(stored)
+        if taken:
+            return _status(
+                409,
+                f'{_QUALIFIED[IPADDRESSES]} "{name}" already exists',
+                name=name,
+                resource=IPADDRESSES,
+                reason="AlreadyExists",
+            )
+        return Response(201, body, {}, "application/json")
+
+    def _delete_ip_address(self, request: Request, name: str) -> Response:
+        options: Any = {}
+        if request.body.strip():
+            try:
+                options = json.loads(request.body)
+            except ValueError:
+                options = None
+        pre = options.get("preconditions") if isinstance(options, dict) else None
+        if not isinstance(options, dict) or not isinstance(pre, (dict, type(None))):
+            return _status(
+                400, "the body of the request was in an unknown format: not DeleteOptions"
+            )
+        pre = pre or {}
+        with self._lock:
+            store = self._objects[IPADDRESSES]
+            obj = store.get(("", name))
+            conflict = None
+            if obj is not None:
+                meta = obj["metadata"]
+                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                    want = pre.get(field)
+                    if want is not None and want != meta.get(field):
+                        conflict = (
+                            f"Precondition failed: {label} in precondition: {want}, "
+                            f"{label} in object meta: {meta.get(field)}"
+                        )
+                        break
+                if conflict is None:
+                    del store[("", name)]
+                    self._next_rv()
+        if obj is None:
+            return _not_found(IPADDRESSES, name)
+        if conflict is not None:
+            return _status(
+                409,
+                f'Operation cannot be fulfilled on {_QUALIFIED[IPADDRESSES]} "{name}": {conflict}',
+                name=name,
+                resource=IPADDRESSES,
+            )
+        done = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {
+                "name": name,
+                "group": _GROUP[IPADDRESSES],
+                "kind": IPADDRESSES,
+                "uid": obj["metadata"].get("uid", ""),
+            },
+        }
+        return Response(200, json.dumps(done), {}, "application/json")
 
     def _list(self, resource: str, namespace: str | None, request: Request) -> Response:
         limit_text = request.arg("limit") or "0"
@@ -413,6 +869,10 @@ class KubernetesEmulator:
             limit = int(limit_text)
         except ValueError:
             return _status(400, f"limit: invalid value {limit_text!r}")
+        try:
+            selector = LabelSelector(request.arg("labelSelector") or "")
+        except SelectorError as exc:
+            return _status(400, f"labelSelector: {exc}")
         token = request.arg("continue") or ""
         with self._lock:
             if token:
@@ -432,7 +892,8 @@ class KubernetesEmulator:
                 snapshot = [
                     {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
                     for key, obj in sorted(self._objects[resource].items())
-                    if namespace is None or key[0] == namespace
+                    if (namespace is None or key[0] == namespace)
+                    and selector.matches(obj["metadata"].get("labels") or {})
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
@@ -457,39 +918,61 @@ class KubernetesEmulator:
         return Response(200, body, {}, "application/json")
 
 
+def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(obj))
+    return copy
+
+
 def _resource_of(obj: Mapping[str, Any]) -> str:
     kind = obj.get("kind")
     for resource, name in _KIND.items():
         if kind == name:
             return resource
-    raise ValueError(f"the kubernetes emulator serves ResourceClaim and Node objects, not {kind!r}")
+    raise ValueError(
+        "the kubernetes emulator serves ResourceClaim, Node, Namespace and IPAddress objects, "
+        f"not {kind!r}"
+    )
 
 
 def _route(path: str) -> tuple[str, str | None, str | None] | None:
     """(resource, namespace, name) for a served path, else ``None``."""
     parts = [p for p in path.split("/") if p]
-    if path.startswith(_GROUP_PREFIX + "/"):
+    if parts[:3] == ["apis", "resource.k8s.io", "v1"]:
         rest = parts[3:]
         if rest == [CLAIMS]:
             return CLAIMS, None, None
         if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] == CLAIMS:
             return CLAIMS, rest[1], rest[3] if len(rest) == 4 else None
-    elif path.startswith(_CORE_PREFIX + "/"):
+    elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
+        rest = parts[3:]
+        if rest[:1] == [IPADDRESSES] and len(rest) <= 2:
+            return IPADDRESSES, "", rest[1] if len(rest) == 2 else None
+    elif parts[:2] == ["api", "v1"]:
         rest = parts[2:]
-        if rest == [NODES]:
-            return NODES, None, None
-        if len(rest) == 2 and rest[0] == NODES:
-            return NODES, "", rest[1]
+        if len(rest) in (1, 2) and rest[0] in (NODES, NAMESPACES):
+            return rest[0], "", rest[1] if len(rest) == 2 else None
     return None
 
 
-def _status(code: int, message: str, *, name: str = "", resource: str = "") -> Response:
-    return Response(
-        code,
-        json.dumps(status_object(code, message, name=name, resource=resource)),
-        {},
-        "application/json",
-    )
+def _verb(method: str, name: str | None) -> str:
+    """The Kubernetes verb of a request on a served path, ``""`` when there is none."""
+    if method == "GET":
+        return "list" if name is None else "get"
+    if method == "POST" and name is None:
+        return "create"
+    if method == "DELETE" and name is not None:
+        return "delete"
+    return ""
+
+
+def _not_found(resource: str, name: str) -> Response:
+    return _status(404, f'{_QUALIFIED[resource]} "{name}" not found', name=name, resource=resource)
+
+
+def _status(code: int, message: str, **details: Any) -> Response:
+    """A failure answer; ``details`` are :func:`status_object`'s keywords."""
+    doc = status_object(code, message, **details)
+    return Response(code, json.dumps(doc), {}, "application/json")
 
 
 def _encode_continue(snap_id: str, offset: int, rv: str) -> str:
@@ -512,9 +995,18 @@ def kubernetes_emulator(
     listen: str = "127.0.0.1:0",
     faults: str | None = None,
     objects: Iterable[Mapping[str, Any]] = (),
+    cluster_uid: str | None = None,
+    latency: float = 0.0,
+    api_faults: str | None = None,
 ) -> KubernetesEmulator:
     """An emulator loaded from a ``kubectl get ... -o json`` file and/or objects."""
-    emu = KubernetesEmulator(listen=listen, faults=faults)
+    emu = KubernetesEmulator(
+        listen=listen,
+        faults=faults,
+        cluster_uid=cluster_uid,
+        latency=latency,
+        api_faults=api_faults,
+    )
     if fixture is not None:
         emu.load_file(fixture)
     for obj in objects:

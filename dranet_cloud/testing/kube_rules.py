@@ -1,0 +1,209 @@
+"""The API server's rules the Kubernetes emulator applies: IPAddress validation, label selectors.
+
+Facts, not code, from kube-apiserver: ``ValidateIPAddress``
+(``pkg/apis/networking/validation``) checks the name with the strict IP rule
+(``IsValidIP`` in ``k8s.io/apimachinery/pkg/util/validation``: parses, no
+leading zeros, canonical form, not IPv4-mapped, no zone), forbids
+``generateName`` in effect (a generated name is never an IP), and requires
+``spec.parentRef`` with ``resource`` and ``name`` (path-segment names) and an
+optional DNS-1123 ``group``.  Each finding is a ``Status`` cause
+``{"reason", "message", "field"}`` as the API server reports them in a 422.
+
+Label selectors follow ``k8s.io/apimachinery/pkg/labels`` syntax:
+``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``,
+``!k``, ``k>N``, ``k<N``, joined by commas.  ``!=`` and ``notin`` also match
+objects without the label, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "LabelSelector",
+    "SelectorError",
+    "canonical_ip_problem",
+    "ip_address_causes",
+]
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def canonical_ip_problem(name: str) -> str | None:
+    """Why ``name`` is not an IP in canonical form, or ``None`` when it is one."""
+    if "%" in name:
+        return "must not include an IPv6 zone"
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        octets = name.split(".")
+        if (
+            len(octets) == 4
+            and all(o.isdigit() and len(o) <= 3 and int(o) <= 255 for o in octets)
+            and any(len(o) > 1 and o.startswith("0") for o in octets)
+        ):
+            return "must not have leading 0s"
+        return "must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff)"
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return "must not be an IPv4-mapped IPv6 address"
+    if str(addr) != name:
+        return f'must be in canonical form ("{addr}")'
+    return None
+
+
+def _invalid(field: str, value: str, detail: str) -> dict[str, str]:
+    return {
+        "reason": "FieldValueInvalid",
+        "message": f'Invalid value: "{value}": {detail}',
+        "field": field,
+    }
+
+
+def _required(field: str, detail: str = "") -> dict[str, str]:
+    return {
+        "reason": "FieldValueRequired",
+        "message": "Required value" + (f": {detail}" if detail else ""),
+        "field": field,
+    }
+
+
+def _path_segment_problem(value: str) -> str | None:
+    if value in (".", ".."):
+        return f"may not be '{value}'"
+    for bad in ("/", "%"):
+        if bad in value:
+            return f"may not contain '{bad}'"
+    return None
+
+
+def ip_address_causes(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The validation failures of an IPAddress create, in the API server's order."""
+    causes: list[dict[str, str]] = []
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = str(meta.get("name") or "")
+    generate = str(meta.get("generateName") or "")
+    if generate:
+        problem = canonical_ip_problem(generate)
+        if problem:
+            causes.append(_invalid("metadata.generateName", generate, problem))
+    if not name and not generate:
+        causes.append(_required("metadata.name", "name or generateName is required"))
+    elif name:
+        problem = canonical_ip_problem(name)
+        if problem:
+            causes.append(_invalid("metadata.name", name, problem))
+    spec = doc.get("spec")
+    parent = spec.get("parentRef") if isinstance(spec, Mapping) else None
+    if not isinstance(parent, Mapping):
+        causes.append(_required("spec.parentRef"))
+        return causes
+    group = str(parent.get("group") or "")
+    if group and (len(group) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(group)):
+        causes.append(
+            _invalid(
+                "spec.parentRef.group",
+                group,
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                "characters, '-' or '.', and must start and end with an alphanumeric character",
+            )
+        )
+    for key in ("resource", "name"):
+        value = str(parent.get(key) or "")
+        if not value:
+            causes.append(_required(f"spec.parentRef.{key}"))
+        elif problem := _path_segment_problem(value):
+            causes.append(_invalid(f"spec.parentRef.{key}", value, problem))
+    namespace = str(parent.get("namespace") or "")
+    if namespace and (problem := _path_segment_problem(namespace)):
+        causes.append(_invalid("spec.parentRef.namespace", namespace, problem))
+    return causes
+
+
+# --- label selectors ------------------------------------------------------------------
+
+_KEY = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_SET = re.compile(rf"({_KEY})\s+(in|notin)\s*\(([^()]*)\)")
+_BINARY = re.compile(rf"({_KEY})\s*(==|=|!=|>|<)\s*({_VALUE})")
+_EXISTS = re.compile(rf"(!?)\s*({_KEY})")
+
+Matcher = Callable[[Mapping[str, str]], bool]
+
+
+class SelectorError(ValueError):
+    """A label selector the API server would refuse (400 BadRequest)."""
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _requirement(text: str) -> Matcher:
+    if m := _SET.fullmatch(text):
+        key, op = m.group(1), m.group(2)
+        values = frozenset(v.strip() for v in m.group(3).split(","))
+        if any(not re.fullmatch(_VALUE, v) for v in values):
+            raise SelectorError(f"unable to parse requirement: invalid value in {text!r}")
+        if op == "in":
+            return lambda labels: key in labels and labels[key] in values
+        return lambda labels: labels.get(key) not in values
+    if m := _BINARY.fullmatch(text):
+        key, op, value = m.group(1), m.group(2), m.group(3)
+        if op in ("=", "=="):
+            return lambda labels: labels.get(key) == value
+        if op == "!=":
+            return lambda labels: labels.get(key) != value
+        try:
+            bound = int(value)
+        except ValueError:
+            raise SelectorError(
+                f"unable to parse requirement: for 'gt', 'lt' operators, the value must be "
+                f"an integer: {text!r}"
+            ) from None
+
+        def compare(labels: Mapping[str, str]) -> bool:
+            try:
+                have = int(labels[key])
+            except (KeyError, ValueError):
+                return False
+            return have > bound if op == ">" else have < bound
+
+        return compare
+    if m := _EXISTS.fullmatch(text):
+        negate, key = bool(m.group(1)), m.group(2)
+        return (lambda labels: key not in labels) if negate else (lambda labels: key in labels)
+    raise SelectorError(f"unable to parse requirement: {text!r}")
+
+
+class LabelSelector:
+    """A parsed ``labelSelector`` query parameter; an empty one matches everything."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._requirements: list[Matcher] = []
+        if not text.strip():
+            return
+        for part in _split_top_level(text):
+            item = part.strip()
+            if not item:
+                raise SelectorError(f"unable to parse requirement: empty requirement in {text!r}")
+            self._requirements.append(_requirement(item))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(req(labels) for req in self._requirements)
