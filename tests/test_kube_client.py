@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from dranet_cloud.errors import ConfigError
-from dranet_cloud.kube import KubeClient, KubeError, KubeNotFound, load_config
+from dranet_cloud.kube import KubeClient, KubeError, KubeNotFound, ParentRef, load_config
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
@@ -209,7 +209,19 @@ def test_emulate_kubernetes_command(tmp_path: Path) -> None:
         )
     )
     proc = subprocess.Popen(
-        [*CLI, "emulate", "kubernetes", "--fixture", str(fixture)],
+        [
+            *CLI,
+            "emulate",
+            "kubernetes",
+            "--fixture",
+            str(fixture),
+            "--latency",
+            "0.001",
+            "--api-faults",
+            "fail=create:503",
+            "--cluster-uid",
+            "cluster-9",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,
@@ -228,6 +240,12 @@ def test_emulate_kubernetes_command(tmp_path: Path) -> None:
             claim = c.get_resource_claim("ns", "nic")
             assert claim is not None and claim.uid == "u-9"
             assert c.get_node("node-9")["spec"]["providerID"] == "x://9"
+            assert c.cluster_uid() == "cluster-9"
+            claim_ref = ParentRef.resource_claim("ns", "nic")
+            with pytest.raises(KubeError) as planned:
+                c.create_ip_address("10.9.0.1", claim_ref)
+            assert planned.value.status == 503
+            assert c.create_ip_address("10.9.0.1", claim_ref).parent == claim_ref
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

@@ -30,11 +30,21 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderUnavailable
+from ..logsafe import safe
+from .ipaddress import (
+    IPADDRESSES_PATH,
+    IPAddressObject,
+    ParentRef,
+    ip_address_body,
+    ip_address_path,
+    parse_ip_address,
+    parse_ip_address_page,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -50,8 +60,11 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "ClaimIdentity",
     "ClaimListing",
+    "KubeAlreadyExists",
     "KubeClient",
+    "KubeConflict",
     "KubeError",
+    "KubeInvalid",
     "KubeNotFound",
     "load_config",
 ]
@@ -65,6 +78,8 @@ DEFAULT_MAX_BYTES = 16 << 20  # per response; a page of 500 claims is far below
 DEFAULT_PAGE_SIZE = 500
 MAX_LIST_RESTARTS = 3  # new lists after 410 Expired before giving up
 RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io/v1"
+KUBE_SYSTEM_PATH = "/api/v1/namespaces/kube-system"
+_IPADDRESSES = "ipaddresses.networking.k8s.io"
 
 # The deadline of the call in progress on this thread (time.monotonic()).
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -83,6 +98,12 @@ class KubeError(ProviderUnavailable):
         super().__init__(message)
         self.status = status
 
+    @property
+    def transient(self) -> bool:
+        """Whether a retry may succeed: no answer at all (connection, timeout, lost
+        reply), 429 or 5xx.  The others (401, 403, 404, 409, 422) need a change first."""
+        return self.status is None or self.status == 429 or self.status >= 500
+
 
 class KubeNotFound(KubeError):
     """The API answered 404 for a named object.
@@ -95,6 +116,33 @@ class KubeNotFound(KubeError):
     def __init__(self, message: str, status: int | None = None, object_name: str | None = None):
         super().__init__(message, status)
         self.object_name = object_name
+
+
+class KubeConflict(KubeError):
+    """409: the object is not in the state the request required.
+
+    A delete's UID precondition failed (the name now belongs to another
+    object), or, as :class:`KubeAlreadyExists`, a create found the name
+    taken.  ``object_name`` is the Status's ``details.name``.
+    """
+
+    def __init__(self, message: str, status: int | None = 409, object_name: str | None = None):
+        super().__init__(message, status)
+        self.object_name = object_name
+
+
+class KubeAlreadyExists(KubeConflict):
+    """409 ``AlreadyExists``: a create's name is taken (for an IPAddress: the address is held)."""
+
+
+class KubeInvalid(KubeError):
+    """422 ``Invalid``: the API refused the object's content; ``causes`` are the
+    Status's ``details.causes`` as ``"field: message"`` strings.  A bug or a
+    bad input, not an outage: retrying the same request fails again."""
+
+    def __init__(self, message: str, status: int | None = 422, causes: tuple[str, ...] = ()):
+        super().__init__(message, status)
+        self.causes = causes
 
 
 @dataclass(frozen=True)
@@ -376,15 +424,177 @@ class KubeClient:
         doc: dict[str, Any] = obj.to_dict()
         return doc
 
+    def cluster_uid(self, *, deadline: float | None = None) -> str:
+        """The ``kube-system`` Namespace's UID: the identity of the cluster this client reaches.
+
+        It never changes for a cluster's life, so a caller that recorded it can
+        tell that a kubeconfig now points at another cluster.
+        """
+        what = f"get namespace kube-system (GET {KUBE_SYSTEM_PATH})"
+        with self._deadline(deadline, what, needs="get on namespaces (core group)"):
+            doc = self._request("GET", KUBE_SYSTEM_PATH)
+            meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+            uid = meta.get("uid") if isinstance(meta, Mapping) else None
+            if not isinstance(uid, str) or not uid:
+                raise ValueError("the Namespace has no metadata.uid")
+        return uid
+
+    # --- IPAddress objects (networking.k8s.io/v1) --------------------------------------
+
+    def create_ip_address(
+        self,
+        name: str,
+        parent: ParentRef,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> IPAddressObject:
+        """Create the IPAddress ``name`` (an address in canonical form): reserve it cluster-wide.
+
+        Returns the object the API stored (its ``uid`` is what a delete needs).
+        Raises :class:`KubeAlreadyExists` when the name is taken,
+        :class:`KubeInvalid` when the API refuses the object, and a
+        :class:`KubeError` with ``transient`` set when no answer came: then the
+        create may or may not have been committed (a lost reply), and only a
+        :meth:`get_ip_address` tells.
+        """
+        what = f"create ipaddress {safe(name, 64)} (POST {IPADDRESSES_PATH})"
+        body = ip_address_body(name, parent, labels, annotations)
+        try:
+            with self._deadline(deadline, what, needs=f"create on {_IPADDRESSES}"):
+                return parse_ip_address(self._request("POST", IPADDRESSES_PATH, body=body))
+        except KubeError as exc:
+            if exc.status is not None:
+                raise
+            raise KubeError(
+                f"{exc}; the create may have been committed without its answer reaching "
+                f"us: get ipaddress {safe(name, 64)} to learn whether it exists and whose it is"
+            ) from exc
+
+    def get_ip_address(self, name: str, *, deadline: float | None = None) -> IPAddressObject:
+        """The IPAddress ``name``; :class:`KubeNotFound` (``object_name == name``) when absent."""
+        path = ip_address_path(name)
+        what = f"get ipaddress {safe(name, 64)} (GET {path})"
+        with self._deadline(deadline, what, needs=f"get on {_IPADDRESSES}"):
+            return parse_ip_address(self._request("GET", path))
+
+    def delete_ip_address(self, name: str, uid: str, *, deadline: float | None = None) -> None:
+        """Delete the IPAddress ``name`` only if it is still the object ``uid``.
+
+        The UID precondition makes the delete safe against a race: if the
+        address was released and taken again meanwhile, the new holder's
+        object survives.  Raises :class:`KubeNotFound` when there is no such
+        object, :class:`KubeConflict` when the name now has another UID.
+        """
+        path = ip_address_path(name)
+        what = f"delete ipaddress {safe(name, 64)} uid {safe(uid, 64)} (DELETE {path})"
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        with self._deadline(deadline, what, needs=f"delete on {_IPADDRESSES}"):
+            self._request("DELETE", path, body=body)
+
+    def list_ip_addresses(
+        self,
+        label_selector: str | Mapping[str, str] | None = None,
+        *,
+        deadline: float | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        max_restarts: int = MAX_LIST_RESTARTS,
+    ) -> list[IPAddressObject]:
+        """Every IPAddress matching ``label_selector``, or :class:`KubeError`; never a part.
+
+        ``label_selector`` is Kubernetes selector text (``a=b,c!=d,e in
+        (f,g)``) or a mapping of labels that must all be equal.  Follows
+        ``continue`` to the last page within one deadline; ``410 Expired``
+        starts over, at most ``max_restarts`` times.
+        """
+        if isinstance(label_selector, Mapping):
+            selector = ",".join(f"{k}={v}" for k, v in label_selector.items())
+        else:
+            selector = label_selector or ""
+        what = f"list ipaddresses (GET {IPADDRESSES_PATH}" + (
+            f"?labelSelector={safe(selector, 120)})" if selector else ")"
+        )
+        budget = self.timeout if deadline is None else deadline
+        until = time.monotonic() + budget
+        restarts = 0
+        while True:
+            try:
+                with self._deadline(budget, what, until=until, needs=f"list on {_IPADDRESSES}"):
+                    return self._all_pages(selector, page_size)
+            except KubeError as exc:
+                if exc.status == 410 and restarts < max_restarts:
+                    restarts += 1
+                    log.info("kubernetes: %s expired mid-way (410); starting again", what)
+                    continue
+                raise
+
+    def _all_pages(self, selector: str, page_size: int) -> list[IPAddressObject]:
+        found: list[IPAddressObject] = []
+        token = ""
+        while True:
+            params: dict[str, str] = {"limit": str(page_size)}
+            if selector:
+                params["labelSelector"] = selector
+            if token:
+                params["continue"] = token
+            page, token = parse_ip_address_page(
+                self._request("GET", IPADDRESSES_PATH, params=params)
+            )
+            found.extend(page)
+            if not token:
+                return found
+
     # --- internals -------------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> Any:
+        """One request on lightkube's connection (its auth, TLS and base URL); the JSON answer.
+
+        For what lightkube's typed calls cannot say (DeleteOptions bodies,
+        selector text) and to read objects leniently.  Errors are raised as
+        lightkube does (``ApiError`` for a Status), inside :meth:`_deadline`.
+        """
+        import msgspec
+        from lightkube import ApiError
+
+        http: httpx2.Client = self._client._client._client
+        content = None if body is None else msgspec.json.encode(body)
+        headers = {"Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        response = http.request(
+            method, path, params=dict(params or {}), content=content, headers=headers
+        )
+        if not response.is_success:
+            try:
+                doc = msgspec.json.decode(response.content)
+            except msgspec.DecodeError:
+                doc = None
+            if isinstance(doc, dict) and doc.get("kind") == "Status":
+                raise ApiError(request=response.request, response=response)
+            response.raise_for_status()  # an answer that is no Status (a proxy's page)
+        return msgspec.json.decode(response.content)
 
     @contextlib.contextmanager
     def _deadline(
-        self, seconds: float | None, what: str, *, until: float | None = None
+        self,
+        seconds: float | None,
+        what: str,
+        *,
+        until: float | None = None,
+        needs: str | None = None,
     ) -> Iterator[None]:
         """Run a call under an end-to-end deadline and turn every failure into KubeError.
 
-        ``until`` (``time.monotonic()``) continues an earlier deadline.
+        ``until`` (``time.monotonic()``) continues an earlier deadline;
+        ``needs`` is the permission the call needs, named when the API answers 403.
         """
         import httpx2
         import msgspec
@@ -397,21 +607,32 @@ class KubeClient:
         except ApiError as exc:
             code = exc.status.code or exc.response.status_code
             reason = exc.status.reason or ""
-            message = exc.status.message or ""
+            message = safe(exc.status.message or "", 400)
             message_text = (
                 f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
-                + _fix_for(code, what)
+                + _fix_for(code, what, needs)
             )
+            details = exc.status.details
             if code == 404:
-                details = exc.status.details if reason == "NotFound" else None
-                raise KubeNotFound(message_text, code, details.name if details else None) from exc
+                named = details.name if details and reason == "NotFound" else None
+                raise KubeNotFound(message_text, code, named) from exc
+            if code == 409:
+                conflict = KubeAlreadyExists if reason == "AlreadyExists" else KubeConflict
+                raise conflict(message_text, code, details.name if details else None) from exc
+            if code == 422:
+                causes = (
+                    tuple(safe(f"{c.field}: {c.message}", 200) for c in (details.causes or []))
+                    if details
+                    else ()
+                )
+                raise KubeInvalid(message_text, code, causes) from exc
             raise KubeError(message_text, code) from exc
         except httpx2.HTTPStatusError as exc:
             code = exc.response.status_code
             cls = KubeNotFound if code == 404 else KubeError
             raise cls(
                 f"kubernetes: {what} answered {code} without a Status object "
-                f"({self.source})" + _fix_for(code, what),
+                f"({self.source})" + _fix_for(code, what, needs),
                 code,
             ) from exc
         except (_DeadlinePassed, httpx2.TimeoutException) as exc:
@@ -451,23 +672,28 @@ def _identity(obj: Any, what: str) -> ClaimIdentity:
     return ClaimIdentity(str(namespace), str(name), str(uid))
 
 
-def _fix_for(status: int, what: str = "") -> str:
+def _fix_for(status: int, what: str = "", needs: str | None = None) -> str:
     """What an operator does about a status, appended to the error.
 
-    A 403 names the permission the refused request needed: a Node read (CKS)
-    needs only ``get`` on nodes, and pointing its operator at claims misleads.
+    A 403 names the permission the refused request needed (``needs``, else
+    guessed from ``what``): a Node read (CKS) needs only ``get`` on nodes, and
+    pointing its operator at claims misleads.
     """
     if status == 401:
         return "; the token was refused: check the kubeconfig user or the service account token"
     if status == 403:
-        needed = (
+        needed = needs or (
             "get on nodes (core group)"
             if what.startswith("GET node ")
             else "get and list on resourceclaims.resource.k8s.io (and get on nodes)"
         )
         return f"; grant {needed} with a ClusterRole bound to this service account"
-    if status == 404:
+    if status in (404, 409):
         return ""
     if status == 410:
         return "; the list expired too often while being read, try again"
+    if status == 422:
+        return "; the API refused the object's content: a bug in the caller, report it"
+    if status in (400, 405):
+        return "; does this API server serve the resource (networking.k8s.io/v1 needs 1.33+)?"
     return "; the API server may be overloaded, the next run retries"
