@@ -1,15 +1,19 @@
 """``dranet-cloud emulate <plugin>``: run a plugin's metadata emulator.
 
 ``emulate kubernetes`` runs the core's Kubernetes API emulator instead
-(ResourceClaims and Nodes, for ``ipam gc --kubernetes`` and ``serve
---gc-kubernetes``); its ready line's ``env`` holds ``KUBECONFIG``, a file it
-wrote and removes when it stops.
+(ResourceClaims and Nodes for ``ipam gc --kubernetes`` and ``serve
+--gc-kubernetes``, IPAddress objects for the cluster address scope, the
+``kube-system`` Namespace whose UID names the cluster); its ready line's
+``env`` holds ``KUBECONFIG``, a file it wrote and removes when it stops.
+``--latency S`` adds S seconds to every request (any emulator);
+``--api-faults SPEC`` plans the Kubernetes emulator's own faults.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +52,38 @@ def register(sub: Any) -> None:
         metavar="SPEC",
         help="fault injection, e.g. 'unavailable-for=3' or 'status=503,503,200'",
     )
+    p.add_argument(
+        "--latency",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="add this many seconds to every request (e.g. 0.002 for a 2 ms API round trip)",
+    )
+    p.add_argument(
+        "--api-faults",
+        default=None,
+        metavar="SPEC",
+        help="kubernetes only: 'fail=create:503x3;fail=list:429;lose-reply=create:2' "
+        "(planned Status failures per verb; creates committed whose reply is lost)",
+    )
+    p.add_argument(
+        "--cluster-uid",
+        default=None,
+        metavar="UID",
+        help="kubernetes only: the kube-system Namespace's UID (the cluster's identity); "
+        "default a new random one",
+    )
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0 or value > 60:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 to 60 seconds")
+    return value
 
 
 def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Any:
@@ -71,13 +106,28 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
     return emu
 
 
-def build_kubernetes_emulator(fixture: str | None, listen: str, faults: str | None) -> Any:
+def build_kubernetes_emulator(
+    fixture: str | None,
+    listen: str,
+    faults: str | None,
+    *,
+    latency: float = 0.0,
+    api_faults: str | None = None,
+    cluster_uid: str | None = None,
+) -> Any:
     from ..testing.kubernetes import kubernetes_emulator
 
     if fixture is not None and not Path(fixture).is_file():
         raise ConfigError(f"--fixture {fixture}: no such file")
     try:
-        return kubernetes_emulator(fixture, listen=listen, faults=faults)
+        return kubernetes_emulator(
+            fixture,
+            listen=listen,
+            faults=faults,
+            latency=latency,
+            api_faults=api_faults,
+            cluster_uid=cluster_uid,
+        )
     except (ValueError, OSError) as exc:
         raise ConfigError(f"emulator for kubernetes: {exc}") from exc
 
@@ -96,7 +146,12 @@ def _start(emu: Any, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.plugin == "kubernetes":
         return _run_kubernetes(args)
+    for flag, value in (("--api-faults", args.api_faults), ("--cluster-uid", args.cluster_uid)):
+        if value is not None:
+            raise ConfigError(f"{flag} is for `emulate kubernetes` only")
     emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
+    if args.latency:
+        emu.faults.delay = args.latency
     _start(emu, args)
     sys.stdout.write(json.dumps({"url": emu.url, "env": emu.env}) + "\n")
     sys.stdout.flush()
@@ -108,7 +163,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_kubernetes(args: argparse.Namespace) -> int:
-    kube = build_kubernetes_emulator(args.fixture, args.listen, args.faults)
+    kube = build_kubernetes_emulator(
+        args.fixture,
+        args.listen,
+        args.faults,
+        latency=args.latency,
+        api_faults=args.api_faults,
+        cluster_uid=args.cluster_uid,
+    )
     _start(kube, args)
     try:
         emu = kube.emulator
