@@ -232,6 +232,7 @@ def test_client_creates_gets_deletes(kube: KubernetesEmulator, kube_client: Kube
     assert made.annotations == {"claim-uid": "u-1"} and made.created is not None
     assert made.uid == kube.ip_address("10.2.0.1")["metadata"]["uid"]  # type: ignore[index]
     assert kube_client.get_ip_address("10.2.0.1") == made
+    assert {made, kube_client.get_ip_address("10.2.0.1")} == {made}  # hashable, equal
 
     with pytest.raises(KubeAlreadyExists) as taken:
         kube_client.create_ip_address("10.2.0.1", ParentRef.resource_claim("ns", "other"))
@@ -252,7 +253,7 @@ def test_client_creates_gets_deletes(kube: KubernetesEmulator, kube_client: Kube
         with pytest.raises(KubeNotFound) as missing:
             call()
         assert missing.value.object_name == "10.2.0.1"
-    assert kube.calls() == {"create": 2, "get": 3, "delete": 3}
+    assert kube.calls() == {"create": 2, "get": 4, "delete": 3}
 
 
 def test_client_reads_objects_others_made(

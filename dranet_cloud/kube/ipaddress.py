@@ -20,6 +20,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
@@ -44,6 +45,7 @@ IPADDRESSES_PATH = "/apis/networking.k8s.io/v1/ipaddresses"
 # leaves objects with any other value alone.
 MANAGED_BY_LABEL = "ipaddress.kubernetes.io/managed-by"
 IP_FAMILY_LABEL = "ipaddress.kubernetes.io/ip-family"
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,9 @@ class IPAddressObject:
     name: str
     uid: str
     parent: ParentRef | None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    # Read-only views; left out of the hash (an object is hashable, e.g. in a set).
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
     created: datetime | None = None
     resource_version: str = ""
 
@@ -135,14 +138,14 @@ def ip_address_body(
     }
 
 
-def _strings(value: Any, what: str) -> dict[str, str]:
+def _strings(value: Any, what: str) -> Mapping[str, str]:
     if value is None:
-        return {}
+        return _EMPTY
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ValueError(f"{what} is not a map of strings")
-    return dict(value)
+    return MappingProxyType(dict(value))
 
 
 def _timestamp(value: Any) -> datetime | None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import secrets
 import shutil
 import tempfile
@@ -57,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .emulator import Emulator, Faults, Request, Response
+from .kube_faults import VERBS, ApiFaults, check_verb, finite_seconds, parse_api_faults
 from .kube_rules import LabelSelector, SelectorError, ip_address_causes
 
 __all__ = [
@@ -77,7 +77,6 @@ NODES = "nodes"
 NAMESPACES = "namespaces"
 IPADDRESSES = "ipaddresses"
 RESOURCES = (CLAIMS, NODES, NAMESPACES, IPADDRESSES)
-VERBS = ("get", "list", "create", "delete")
 _GROUP = {CLAIMS: "resource.k8s.io", NODES: "", NAMESPACES: "", IPADDRESSES: "networking.k8s.io"}
 _KIND = {CLAIMS: "ResourceClaim", NODES: "Node", NAMESPACES: "Namespace", IPADDRESSES: "IPAddress"}
 _API_VERSION = {r: f"{g}/v1" if g else "v1" for r, g in _GROUP.items()}
@@ -170,80 +169,6 @@ class _LostReplies:
     remaining: int
 
 
-@dataclass(frozen=True)
-class ApiFaults:
-    """The Kubernetes emulator's own faults, from a spec string (:func:`parse_api_faults`)."""
-
-    latency: float = 0.0
-    failures: tuple[tuple[str, int, int], ...] = ()  # (verb or "", status, times)
-    lost_replies: tuple[tuple[str, int], ...] = ()  # (verb, times)
-
-
-def _check_verb(verb: str, *, allow_any: bool = True) -> str:
-    if verb in VERBS or (allow_any and verb == ""):
-        return verb
-    raise ValueError(f"unknown verb {verb!r}; known: {', '.join(VERBS)}")
-
-
-def _finite_seconds(value: float, what: str) -> float:
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
-    return value
-
-
-def parse_api_faults(spec: str | None) -> ApiFaults:
-    """Parse ``latency=S;fail=VERB:STATUS[xN];lose-reply=VERB[:N]`` (items joined by ``;``).
-
-    * ``latency=0.002``: every request takes this long more (the benchmark's
-      2 ms API round trip);
-    * ``fail=create:503x3``: the next 3 creates get a 503 Status; ``VERB`` is
-      ``get``, ``list``, ``create``, ``delete`` or ``*`` (every request);
-      ``fail`` may repeat;
-    * ``lose-reply=create:2``: the next 2 creates that succeed are committed,
-      then the connection is closed without an answer (``create`` or ``delete``).
-
-    A bad item raises ``ValueError`` naming it.
-    """
-    latency = 0.0
-    failures: list[tuple[str, int, int]] = []
-    lost: list[tuple[str, int]] = []
-    for raw in (spec or "").split(";"):
-        item = raw.strip()
-        if not item:
-            continue
-        key, _, value = item.partition("=")
-        key = key.strip().lower()
-        value = value.strip()
-        try:
-            if key == "latency":
-                latency = _finite_seconds(float(value), "latency")
-            elif key == "fail":
-                verb, _, rest = value.partition(":")
-                status_s, _, times_s = rest.lower().partition("x")
-                status = int(status_s)
-                if not 400 <= status <= 599:
-                    raise ValueError("the status must be 400-599")
-                times = int(times_s) if times_s else 1
-                if times < 1:
-                    raise ValueError("the count must be at least 1")
-                verb = verb.strip().lower()
-                failures.append((_check_verb("" if verb == "*" else verb), status, times))
-            elif key == "lose-reply":
-                verb, _, times_s = value.partition(":")
-                verb = verb.strip().lower()
-                if verb not in ("create", "delete"):
-                    raise ValueError("only a create's or a delete's reply can be lost")
-                times = int(times_s) if times_s else 1
-                if times < 1:
-                    raise ValueError("the count must be at least 1")
-                lost.append((verb, times))
-            else:
-                raise ValueError("unknown item; known: latency, fail, lose-reply")
-        except ValueError as exc:
-            raise ValueError(f"api fault spec {spec!r}: bad item {item!r}: {exc}") from exc
-    return ApiFaults(latency, tuple(failures), tuple(lost))
-
-
 class KubernetesEmulator:
     """The object store and handler behind an :class:`Emulator` named ``kubernetes``.
 
@@ -279,7 +204,7 @@ class KubernetesEmulator:
         self._planned: list[_PlannedFailure] = []
         self._lost: list[_LostReplies] = []
         self._calls: Counter[tuple[str, str]] = Counter()
-        self.latency = _finite_seconds(latency, "latency")
+        self.latency = finite_seconds(latency, "latency")
         # time.monotonic() of every cluster-wide ResourceClaim list's snapshot
         # (its first page): tests count collection runs that began after an event.
         self.claim_list_snapshots: list[float] = []
@@ -626,7 +551,7 @@ class KubernetesEmulator:
         ``list``, ``create``, ``delete``) and ``resource`` (``ipaddresses``...)
         only requests of that verb on that resource.
         """
-        _check_verb(verb)
+        check_verb(verb)
         if resource and resource not in RESOURCES:
             raise ValueError(f"unknown resource {resource!r}; known: {', '.join(RESOURCES)}")
         with self._lock:
