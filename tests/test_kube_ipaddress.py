@@ -38,11 +38,32 @@ def body(ip: str, /, **parent: str) -> dict[str, Any]:
     }
 
 
+def labelled(**labels: str) -> dict[str, Any]:
+    doc = body("10.0.0.1")
+    doc["metadata"]["labels"] = labels
+    return doc
+
+
+def annotated(**annotations: str) -> dict[str, Any]:
+    doc = body("10.0.0.1")
+    doc["metadata"]["annotations"] = annotations
+    return doc
+
+
 @pytest.fixture
 def http(kube: KubernetesEmulator) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {kube.token}"}
     with httpx.Client(base_url=kube.url, headers=headers) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def refusing() -> Iterator[tuple[KubernetesEmulator, httpx.Client]]:
+    """One emulator for the requests it must refuse (they leave it empty)."""
+    with KubernetesEmulator() as emu:
+        headers = {"Authorization": f"Bearer {emu.token}"}
+        with httpx.Client(base_url=emu.url, headers=headers) as client:
+            yield emu, client
 
 
 # --- the emulator, as raw HTTP ------------------------------------------------------------
@@ -117,12 +138,19 @@ def test_create_get_delete_speak_kubernetes_json(
         (body("10.0.0.1", name=""), "spec.parentRef.name", "Required"),
         (body("10.0.0.1", name="a/b"), "spec.parentRef.name", "may not contain '/'"),
         (body("10.0.0.1", group="Not_A_Group"), "spec.parentRef.group", "RFC 1123"),
+        (labelled(device="mac:02:00:00:00:00:01"), "metadata.labels", "a valid label"),
+        (labelled(node="n" * 64), "metadata.labels", "no more than 63"),
+        (labelled(**{"Bad_Prefix/x": "1"}), "metadata.labels", "prefix part"),
+        (labelled(**{"-x": "1"}), "metadata.labels", "name part"),
+        (annotated(**{"a/b/c": "1"}), "metadata.annotations", "prefix part"),
+        (annotated(big="x" * (256 * 1024)), "metadata.annotations", "Too long"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_create_is_validated_like_the_api_server(
-    kube: KubernetesEmulator, http: httpx.Client, doc: dict[str, Any], field: str, says: str
+    refusing: tuple[KubernetesEmulator, httpx.Client], doc: dict[str, Any], field: str, says: str
 ) -> None:
+    kube, http = refusing
     refused = http.post(PATH, json=doc)
     assert refused.status_code == 422
     status = refused.json()
@@ -135,7 +163,10 @@ def test_create_is_validated_like_the_api_server(
 
 @pytest.mark.parametrize("name", ["10.0.0.1", "0.0.0.0", "2001:db8::1", "::1", "1:0:1:1:1:1:1:1"])
 def test_canonical_names_are_accepted(http: httpx.Client, name: str) -> None:
-    assert http.post(PATH, json=body(name)).status_code == 201
+    doc = body(name)
+    doc["metadata"]["labels"].update({"example.com/node": "node-1.a_b", "empty": ""})
+    doc["metadata"]["annotations"] = {"example.com/device": "mac:02:00:00:00:00:01"}
+    assert http.post(PATH, json=doc).status_code == 201
     assert canonical_name(name) == name
 
 

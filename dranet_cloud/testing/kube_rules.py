@@ -4,7 +4,10 @@ Facts, not code, from kube-apiserver: ``ValidateIPAddress``
 (``pkg/apis/networking/validation``) checks the name with the strict IP rule
 (``IsValidIP`` in ``k8s.io/apimachinery/pkg/util/validation``: parses, no
 leading zeros, canonical form, not IPv4-mapped, no zone), forbids
-``generateName`` in effect (a generated name is never an IP), and requires
+``generateName`` in effect (a generated name is never an IP), checks labels
+and annotations as ``ValidateObjectMeta`` does (qualified-name keys, label
+values of at most 63 characters from ``[A-Za-z0-9-_.]``, 256 KiB of
+annotations), and requires
 ``spec.parentRef`` with ``resource`` and ``name`` (path-segment names) and an
 optional DNS-1123 ``group``.  Each finding is a ``Status`` cause
 ``{"reason", "message", "field"}`` as the API server reports them in a 422.
@@ -70,6 +73,63 @@ def _required(field: str, detail: str = "") -> dict[str, str]:
     }
 
 
+_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_NAME_CHARS = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric character"
+)
+MAX_ANNOTATION_BYTES = 256 * 1024
+
+
+def _key_problem(key: str) -> str | None:
+    """Why ``key`` is not a qualified name (``[prefix/]name``), else ``None``."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return "prefix part must be a lowercase RFC 1123 subdomain"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if not _NAME_PART.fullmatch(name):
+        return f"name part {_NAME_CHARS}"
+    return None
+
+
+def _meta_map_causes(meta: Mapping[str, Any]) -> list[dict[str, str]]:
+    causes: list[dict[str, str]] = []
+    for field in ("labels", "annotations"):
+        raw = meta.get(field)
+        if raw is None:
+            continue
+        where = f"metadata.{field}"
+        if not isinstance(raw, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+        ):
+            causes.append(_invalid(where, str(raw)[:80], "must be a map of strings"))
+            continue
+        for key, value in raw.items():
+            if problem := _key_problem(key):
+                causes.append(_invalid(where, key, problem))
+            if field == "labels" and value and (len(value) > 63 or not _NAME_PART.fullmatch(value)):
+                detail = (
+                    "must be no more than 63 characters"
+                    if len(value) > 63
+                    else f"a valid label must be an empty string or {_NAME_CHARS}"
+                )
+                causes.append(_invalid(where, value, detail))
+        if field == "annotations":
+            size = sum(len(k.encode()) + len(v.encode()) for k, v in raw.items())
+            if size > MAX_ANNOTATION_BYTES:
+                causes.append(
+                    {
+                        "reason": "FieldValueTooLong",
+                        "message": f"Too long: may not be more than {MAX_ANNOTATION_BYTES} bytes",
+                        "field": where,
+                    }
+                )
+    return causes
+
+
 def _path_segment_problem(value: str) -> str | None:
     if value in (".", ".."):
         return f"may not be '{value}'"
@@ -96,6 +156,7 @@ def ip_address_causes(doc: Mapping[str, Any]) -> list[dict[str, str]]:
         problem = canonical_ip_problem(name)
         if problem:
             causes.append(_invalid("metadata.name", name, problem))
+    causes.extend(_meta_map_causes(meta))
     spec = doc.get("spec")
     parent = spec.get("parentRef") if isinstance(spec, Mapping) else None
     if not isinstance(parent, Mapping):
