@@ -21,7 +21,7 @@ from dranet_cloud.kube import (
     canonical_name,
 )
 from dranet_cloud.testing.kube_rules import LabelSelector, SelectorError
-from dranet_cloud.testing.kubernetes import KubernetesEmulator, parse_api_faults
+from dranet_cloud.testing.kubernetes import CALLS_PATH, KubernetesEmulator, parse_api_faults
 
 PATH = "/apis/networking.k8s.io/v1/ipaddresses"
 CLAIM = ParentRef.resource_claim("team-a", "nic-0")
@@ -285,6 +285,11 @@ def test_client_creates_gets_deletes(kube: KubernetesEmulator, kube_client: Kube
             call()
         assert missing.value.object_name == "10.2.0.1"
     assert kube.calls() == {"create": 2, "get": 4, "delete": 3}
+    auth = {"Authorization": f"Bearer {kube.token}"}
+    counts = httpx.get(kube.url + CALLS_PATH, headers=auth).json()
+    assert counts["ipaddresses"] == {"create": 2, "delete": 3, "get": 4}
+    assert httpx.delete(kube.url + CALLS_PATH, headers=auth).json() == {}
+    assert kube.calls() == {}
 
 
 def test_client_reads_objects_others_made(

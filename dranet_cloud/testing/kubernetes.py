@@ -29,7 +29,9 @@ holding that token.  Faults on top of the kit's (``delay``, ``drop``...):
 verb and resource, or only continued pages) with a Status of a given code;
 :meth:`~KubernetesEmulator.lose_replies` commits the next writes but closes
 the connection without an answer; :meth:`~KubernetesEmulator.expire_lists`
-forgets every snapshot so the next continue token gets ``410 Expired``.  The
+forgets every snapshot so the next continue token gets ``410 Expired``.
+``GET /emulator/calls`` answers the request counts per resource and verb
+(:meth:`~KubernetesEmulator.calls`) to a benchmark in another process.  The
 same faults come from a spec string (``api_faults=``, ``emulate kubernetes
 --api-faults``), see :func:`parse_api_faults`.
 
@@ -60,6 +62,7 @@ from .kube_faults import VERBS, ApiFaults, check_verb, finite_seconds, parse_api
 from .kube_rules import LabelSelector, SelectorError, ip_address_causes
 
 __all__ = [
+    "CALLS_PATH",
     "CLAIMS",
     "IPADDRESSES",
     "NAMESPACES",
@@ -82,6 +85,7 @@ _KIND = {CLAIMS: "ResourceClaim", NODES: "Node", NAMESPACES: "Namespace", IPADDR
 _API_VERSION = {r: f"{g}/v1" if g else "v1" for r, g in _GROUP.items()}
 _QUALIFIED = {r: f"{r}.{g}" if g else r for r, g in _GROUP.items()}
 _WRITABLE = frozenset({IPADDRESSES})  # resources served with create and delete
+CALLS_PATH = "/emulator/calls"  # the request counts (not a Kubernetes path)
 _REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -496,6 +500,22 @@ class KubernetesEmulator:
         with self._lock:
             self._calls.clear()
 
+    def _calls_answer(self, request: Request) -> Response:
+        """``GET CALLS_PATH``: the counts of every resource; ``DELETE``: reset them.
+
+        Not a Kubernetes path: how a benchmark in another process reads the
+        API calls its clients made (``emulate kubernetes``).
+        """
+        if request.method == "DELETE":
+            self.reset_calls()
+        elif request.method != "GET":
+            return _status(405, f"{request.method} {CALLS_PATH}: GET or DELETE")
+        with self._lock:
+            counts: dict[str, dict[str, int]] = {}
+            for (res, verb), n in sorted(self._calls.items()):
+                counts.setdefault(res, {})[verb] = n
+        return Response.json(counts)
+
     def load(self, doc: Mapping[str, Any]) -> int:
         """Store every object of a ``kubectl get ... -o json`` answer.
 
@@ -632,6 +652,8 @@ class KubernetesEmulator:
             time.sleep(latency)  # this connection's thread only: requests do not queue
         if request.headers.get("Authorization", "") != f"Bearer {self.token}":
             return _status(401, "Unauthorized")
+        if request.path == CALLS_PATH:
+            return self._calls_answer(request)
         route = _route(request.path)
         resource, namespace, name = route if route is not None else ("", None, None)
         verb = _verb(request.method, name) if route is not None else ""
