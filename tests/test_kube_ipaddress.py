@@ -403,15 +403,24 @@ def test_planned_failures_per_verb(kube: KubernetesEmulator, kube_client: KubeCl
     assert kube_client.create_ip_address("10.7.0.1", CLAIM).name == "10.7.0.1"
     assert kube.calls() == {"create": 3, "list": 1}
 
+    kube.fail(503, verb="create", times=None)  # down until cleared
+    for _ in range(3):
+        with pytest.raises(KubeError):
+            kube_client.create_ip_address("10.7.0.2", CLAIM)
+    kube.clear_faults()
+    assert kube_client.create_ip_address("10.7.0.2", CLAIM).name == "10.7.0.2"
+
     kube.fail(403, verb="delete")
     with pytest.raises(KubeError, match=r"grant delete on ipaddresses\.networking\.k8s\.io"):
         kube_client.delete_ip_address("10.7.0.1", "u")
 
 
 def test_api_fault_spec() -> None:
-    spec = parse_api_faults("latency=0.002; fail=create:503x3; fail=*:429; lose-reply=create:2")
+    spec = parse_api_faults(
+        "latency=0.002; fail=create:503x3; fail=*:429; fail=get:500x*; lose-reply=create:2"
+    )
     assert spec.latency == 0.002
-    assert spec.failures == (("create", 503, 3), ("", 429, 1))
+    assert spec.failures == (("create", 503, 3), ("", 429, 1), ("get", 500, None))
     assert spec.lost_replies == (("create", 2),)
     for bad in ("latency=-1", "latency=nan", "fail=patch:503", "fail=get:200", "lose-reply=get"):
         with pytest.raises(ValueError, match="api fault spec"):
@@ -422,3 +431,15 @@ def test_api_fault_spec() -> None:
             with pytest.raises(KubeError):
                 client.create_ip_address("10.8.0.1", CLAIM)
             assert emu.ip_address("10.8.0.1") is not None
+
+
+def test_emulate_flags_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from dranet_cloud.cli.main import main
+
+    assert main(["emulate", "gce", "--api-faults", "fail=create:503"]) == 2
+    assert "--api-faults is for `emulate kubernetes` only" in capsys.readouterr().err
+    assert main(["emulate", "kubernetes", "--api-faults", "fail=patch:503"]) == 2
+    assert "unknown verb 'patch'" in capsys.readouterr().err
+    for bad in ("-1", "nan", "x"):
+        with pytest.raises(SystemExit):
+            main(["emulate", "kubernetes", "--latency", bad])

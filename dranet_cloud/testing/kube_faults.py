@@ -22,7 +22,7 @@ class ApiFaults:
     """The Kubernetes emulator's own faults, from a spec string (:func:`parse_api_faults`)."""
 
     latency: float = 0.0
-    failures: tuple[tuple[str, int, int], ...] = ()  # (verb or "", status, times)
+    failures: tuple[tuple[str, int, int | None], ...] = ()  # (verb or "", status, times)
     lost_replies: tuple[tuple[str, int], ...] = ()  # (verb, times)
 
 
@@ -43,7 +43,8 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
 
     * ``latency=0.002``: every request takes this long more (the benchmark's
       2 ms API round trip);
-    * ``fail=create:503x3``: the next 3 creates get a 503 Status; ``VERB`` is
+    * ``fail=create:503x3``: the next 3 creates get a 503 Status (``x*``: every
+      create until the faults are cleared, an API that is down); ``VERB`` is
       ``get``, ``list``, ``create``, ``delete`` or ``*`` (every request);
       ``fail`` may repeat;
     * ``lose-reply=create:2``: the next 2 creates that succeed are committed,
@@ -52,7 +53,7 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
     A bad item raises ``ValueError`` naming it.
     """
     latency = 0.0
-    failures: list[tuple[str, int, int]] = []
+    failures: list[tuple[str, int, int | None]] = []
     lost: list[tuple[str, int]] = []
     for raw in (spec or "").split(";"):
         item = raw.strip()
@@ -70,9 +71,9 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
                 status = int(status_s)
                 if not 400 <= status <= 599:
                     raise ValueError("the status must be 400-599")
-                times = int(times_s) if times_s else 1
-                if times < 1:
-                    raise ValueError("the count must be at least 1")
+                times = None if times_s == "*" else int(times_s) if times_s else 1
+                if times is not None and times < 1:
+                    raise ValueError("the count must be at least 1 (or * for every call)")
                 verb = verb.strip().lower()
                 failures.append((check_verb("" if verb == "*" else verb), status, times))
             elif key == "lose-reply":

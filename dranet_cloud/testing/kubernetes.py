@@ -159,7 +159,7 @@ def status_object(
 @dataclass
 class _PlannedFailure:
     status: int
-    remaining: int
+    remaining: int | None  # None: until clear_faults()
     continue_only: bool
     path: str
     verb: str = ""
@@ -558,13 +558,15 @@ class KubernetesEmulator:
         self,
         status: int,
         *,
-        times: int = 1,
+        times: int | None = 1,
         continue_only: bool = False,
         path: str = "",
         verb: str = "",
         resource: str = "",
     ) -> None:
         """Answer the next ``times`` matching requests with a Status of code ``status``.
+
+        ``times=None``: every matching request until :meth:`clear_faults` (the API is down).
 
         ``continue_only`` matches only requests for a continued page (mid-pagination);
         ``path`` only requests whose path starts with it; ``verb`` (``get``,
@@ -628,9 +630,10 @@ class KubernetesEmulator:
                     plan.resource and plan.resource != resource
                 ):
                     continue
-                plan.remaining -= 1
-                if plan.remaining <= 0:
-                    self._planned.remove(plan)
+                if plan.remaining is not None:
+                    plan.remaining -= 1
+                    if plan.remaining <= 0:
+                        self._planned.remove(plan)
                 return plan.status
         return None
 
