@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from dranet_cloud.kube import (
     ParentRef,
     canonical_name,
 )
+from dranet_cloud.testing.emulator import Request, Response
 from dranet_cloud.testing.kube_rules import LabelSelector, SelectorError
 from dranet_cloud.testing.kubernetes import CALLS_PATH, KubernetesEmulator, parse_api_faults
 
@@ -388,6 +391,25 @@ def test_a_partial_page_is_refused(kube: KubernetesEmulator, kube_client: KubeCl
         kube_client.list_ip_addresses()
 
 
+def test_pages_that_never_end_are_refused(
+    kube: KubernetesEmulator, kube_client: KubeClient
+) -> None:
+    kube.add_ip_address("10.6.0.1")
+    served = kube.emulator.handler
+
+    def same_page_forever(request: Request) -> Response:
+        query = {k: v for k, v in request.query.items() if k != "continue"}
+        answer = served(dataclasses.replace(request, query=query))
+        doc = json.loads(answer.body)
+        doc["metadata"]["continue"] = "again"
+        return Response.json(doc)
+
+    kube.emulator.handler = same_page_forever
+    with pytest.raises(KubeError, match="continue token twice"):
+        kube_client.list_ip_addresses()
+    assert kube.calls()["list"] == 2
+
+
 def test_planned_failures_per_verb(kube: KubernetesEmulator, kube_client: KubeClient) -> None:
     kube.fail(503, verb="create", resource="ipaddresses", times=2)
     kube.fail(429, verb="list")
@@ -399,6 +421,7 @@ def test_planned_failures_per_verb(kube: KubernetesEmulator, kube_client: KubeCl
             kube_client.create_ip_address("10.7.0.1", CLAIM)
         assert down.value.status == 503 and down.value.transient
         assert "create ipaddress 10.7.0.1" in str(down.value)
+        assert "may have been committed" in str(down.value)  # a 5xx proves nothing
     assert kube.ip_addresses() == []
     assert kube_client.create_ip_address("10.7.0.1", CLAIM).name == "10.7.0.1"
     assert kube.calls() == {"create": 3, "list": 1}

@@ -455,9 +455,10 @@ class KubeClient:
         Returns the object the API stored (its ``uid`` is what a delete needs).
         Raises :class:`KubeAlreadyExists` when the name is taken,
         :class:`KubeInvalid` when the API refuses the object, and a
-        :class:`KubeError` with ``transient`` set when no answer came: then the
-        create may or may not have been committed (a lost reply), and only a
-        :meth:`get_ip_address` tells.
+        :class:`KubeError` with ``transient`` set when no answer came or the
+        API failed (5xx, also 504 after a storage timeout): then the create may
+        or may not have been committed, and only :meth:`get_ip_address` tells.
+        A 429 is refused before any work.
         """
         what = f"create ipaddress {safe(name, 64)} (POST {IPADDRESSES_PATH})"
         body = ip_address_body(name, parent, labels, annotations)
@@ -465,11 +466,12 @@ class KubeClient:
             with self._deadline(deadline, what, needs=f"create on {_IPADDRESSES}"):
                 return parse_ip_address(self._request("POST", IPADDRESSES_PATH, body=body))
         except KubeError as exc:
-            if exc.status is not None:
+            if exc.status is not None and exc.status < 500:
                 raise
             raise KubeError(
                 f"{exc}; the create may have been committed without its answer reaching "
-                f"us: get ipaddress {safe(name, 64)} to learn whether it exists and whose it is"
+                f"us: get ipaddress {safe(name, 64)} to learn whether it exists and whose it is",
+                exc.status,
             ) from exc
 
     def get_ip_address(self, name: str, *, deadline: float | None = None) -> IPAddressObject:
@@ -485,7 +487,9 @@ class KubeClient:
         The UID precondition makes the delete safe against a race: if the
         address was released and taken again meanwhile, the new holder's
         object survives.  Raises :class:`KubeNotFound` when there is no such
-        object, :class:`KubeConflict` when the name now has another UID.
+        object, :class:`KubeConflict` when the name now has another UID; after
+        a transient :class:`KubeError` the delete may have happened, and a
+        retry that gets :class:`KubeNotFound` means it did.
         """
         path = ip_address_path(name)
         what = f"delete ipaddress {safe(name, 64)} uid {safe(uid, 64)} (DELETE {path})"
@@ -532,6 +536,7 @@ class KubeClient:
     def _all_pages(self, selector: str, page_size: int) -> list[IPAddressObject]:
         found: list[IPAddressObject] = []
         token = ""
+        seen: set[str] = set()
         while True:
             params: dict[str, str] = {"limit": str(page_size)}
             if selector:
@@ -544,6 +549,9 @@ class KubeClient:
             found.extend(page)
             if not token:
                 return found
+            if token in seen:
+                raise ValueError("the API gave a continue token twice; its pages never end")
+            seen.add(token)
 
     # --- internals -------------------------------------------------------------------
 
