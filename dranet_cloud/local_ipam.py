@@ -21,7 +21,12 @@ from .ipam.base import Owner
 from .iprange import IPRange
 from .models import DeviceIdentifiers, NetworkConfig, normalize_mac
 from .nic import LocalNic, decode_dra_name, described_nic, normalize_pci, resolve_nic
-from .subinterface import release_subinterface, subinterface_owner, subinterface_profile
+from .subinterface import (
+    inside_ranges,
+    release_subinterface,
+    subinterface_owner,
+    subinterface_profile,
+)
 
 PLUGIN_NAME = "local-ipam"
 DEFAULT_PROFILE = "local-ipam"
@@ -161,8 +166,16 @@ class LocalIpamConfig:
 class LocalIpamPlugin:
     """Registered by the host or server under :data:`PLUGIN_NAME` when configured."""
 
-    def __init__(self, config: LocalIpamConfig) -> None:
+    def __init__(
+        self, config: LocalIpamConfig, *, allow_static_outside_ranges: bool = False
+    ) -> None:
         self.config = config
+        configured = [*config.ranges, *(r for rs in config.device_ranges.values() for r in rs)]
+        self._check_static = (
+            None
+            if allow_static_outside_ranges
+            else inside_ranges(PLUGIN_NAME, configured, "--ipam-allow-static-outside-ranges")
+        )
 
     @staticmethod
     def owner(context: ProviderContext, device: DeviceIdentifiers, claim_uid: str) -> Owner:
@@ -213,6 +226,7 @@ class LocalIpamPlugin:
             config=config,
             claim=claim,
             ranges=ranges,
+            check_static=self._check_static,
             require_ipvlan=False,
         )
 

@@ -39,7 +39,8 @@ from .claims import ClaimReference
 from .context import ProviderContext
 from .errors import ProfileDenied
 from .ipam.base import IpamStore, Owner
-from .iprange import IPRange
+from .ipam.requests import parse_static
+from .iprange import IPAddress, IPRange
 from .logsafe import safe
 from .models import (
     ADDRESSING_DHCP,
@@ -55,6 +56,37 @@ log = logging.getLogger(__name__)
 RangeSource = Callable[[], Sequence[IPRange]]
 Allocator = Callable[[IpamStore, Owner, ClaimReference | None], list[str]]
 StaticCheck = Callable[[Sequence[str]], None]
+
+
+def inside_ranges(pool: str, ranges: Sequence[IPRange], allow_flag: str) -> StaticCheck:
+    """A ``check_static`` refusing (400) any static address outside every one of ``ranges``.
+
+    A claim's static address is reserved as asked; one outside the ranges the
+    operator configured (``8.8.8.8``, ``0.0.0.0/0``) is a mistake or an
+    attempt to take an address this node does not own.
+    """
+    configured = list(dict.fromkeys(ranges))
+
+    def check(addresses: Sequence[str]) -> None:
+        for text, addr in zip(addresses, (parse_one(pool, a) for a in addresses), strict=True):
+            if not any(
+                r.version == addr.version and int(r.start) <= int(addr) <= int(r.end)
+                for r in configured
+            ):
+                where = ", ".join(str(r) for r in configured) or "none"
+                raise ProfileDenied(
+                    f"{pool}: static address {text!r} is outside every configured range "
+                    f"({where}); ask for an address inside one, or start the server with "
+                    f"{allow_flag} to reserve addresses outside them",
+                    status=400,
+                )
+
+    return check
+
+
+def parse_one(pool: str, text: str) -> IPAddress:
+    """The address part of one static address, refused like the store refuses it."""
+    return parse_static(pool, [text])[0]
 
 
 def subinterface_owner(

@@ -148,8 +148,17 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--ipam-db-create",
         action="store_true",
-        help="create the database's parent directory when it is missing (without it a "
-        "missing directory is an error: a mistyped path must not split the node's IPAM state)",
+        help="start an empty store where none can be trusted: create the database's missing "
+        "parent directory, and replace a database file that is empty, has no IPAM schema, or "
+        "is missing although its marker or -wal file shows a store lived there (without it "
+        "each is an error: a mistyped path or a lost file must not silently forget the "
+        "node's allocations)",
+    )
+    g.add_argument(
+        "--ipam-allow-static-outside-ranges",
+        action="store_true",
+        help="let local-ipam reserve a claim's static addresses outside every --ipam-range "
+        "(default: refused with 400 naming the address and the ranges)",
     )
     g.add_argument(
         "--ipam-memory", action="store_true", help="keep allocations in memory only (lost at exit)"
@@ -233,7 +242,12 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 
         registry.register(
-            LocalIpamPlugin(LocalIpamConfig.parse(args.ipam_range)),
+            LocalIpamPlugin(
+                LocalIpamConfig.parse(args.ipam_range),
+                allow_static_outside_ranges=getattr(
+                    args, "ipam_allow_static_outside_ranges", False
+                ),
+            ),
             PLUGIN_NAME,
             distribution="dranet-cloud (built-in)",
         )
@@ -286,7 +300,7 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
                         f"--ipam-db-create: cannot create {parent} ({exc}); pick a writable "
                         "--ipam-db PATH"
                     ) from None
-        return open_store(path, memory=memory)
+        return open_store(path, memory=memory, create=create)
 
     return opener
 

@@ -78,6 +78,13 @@ def parse_static(owner: object, addresses: Sequence[str]) -> list[IPAddress]:
                 f"ipam: reserve for {owner}: {text!r} is not an IP address or CIDR "
                 "(expected forms: 10.0.0.5, 10.0.0.5/24, 2001:db8::5/64)"
             ) from exc
+        if addr.is_unspecified or (
+            "/" in raw and ipaddress.ip_interface(raw).network.prefixlen == 0
+        ):
+            raise InvalidIpamRequest(
+                f"ipam: reserve for {owner}: {text!r} is not a host address (an unspecified "
+                "address or a /0 names no interface); ask for the address the pod should have"
+            )
         seen.setdefault(addr, None)
     return list(seen)
 

@@ -33,12 +33,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import AddressConflict, ConfigError, ProviderUnavailable, RangeExhausted
 from ..iprange import IPRange, address_of
+from . import storefile
 from .base import Allocation, IpamStore, Owner, pick_identities
 from .freesearch import first_free
 from .memory import Clock, MemoryStore, utc_now
@@ -107,6 +109,10 @@ CREATE TABLE IF NOT EXISTS device_keys (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allocations_by_claim ON allocations (claim_uid, pool);
 CREATE INDEX IF NOT EXISTS allocations_by_device ON allocations (device);
+CREATE TABLE IF NOT EXISTS store_meta (
+    key   TEXT PRIMARY KEY,  -- e.g. cluster_uid: the cluster the claims came from
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 # Every statement that finds a claim's rows names its index.  Without ANALYZE
@@ -252,22 +258,6 @@ class DeferredWrites:
 _THREAD = threading.local()
 
 
-def create_private(path: str) -> None:
-    """Create the database file 0600 if it does not exist.
-
-    SQLite creates the ``-wal`` and ``-shm`` files with the database file's
-    mode, so they are private too: claim UIDs and addresses are nobody
-    else's business on a shared node.
-    """
-    if path == ":memory:" or path.startswith("file:"):
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError:
-        return  # it exists, or sqlite3.connect reports the problem with a fix
-    os.close(fd)
-
-
 def quick_check(conn: sqlite3.Connection, path: str) -> str | None:
     """``PRAGMA quick_check`` at open: the problem found, or ``None`` when the file is sound."""
     try:
@@ -284,13 +274,19 @@ def quick_check(conn: sqlite3.Connection, path: str) -> str | None:
     return problem
 
 
-def writable_problem(path: str) -> str | None:
-    """Why ``path`` (or its directory, where the WAL lives) cannot be written, or ``None``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    for target in (path, directory):
-        if os.path.exists(target) and not os.access(target, os.W_OK):
-            return f"ipam: {target} is not writable; new claims cannot be recorded"
-    return None
+@dataclass(frozen=True)
+class StoreHealth:
+    """What ``/health`` says about the store.
+
+    ``ok`` is False only when claims cannot be served (``reason`` says why:
+    the file was lost or replaced, the last commit failed, the integrity
+    check failed); ``warnings`` name degraded states in which claims still
+    work (a read-only directory that the open file still commits through).
+    """
+
+    ok: bool
+    reason: str | None = None
+    warnings: tuple[str, ...] = ()
 
 
 class SqliteStore:
@@ -309,7 +305,11 @@ class SqliteStore:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         rng: RandomSource | None = None,
         clock: Clock | None = None,
+        create: bool = False,
     ) -> None:
+        """``create``: start an empty store where the file is empty, has no schema
+        or is missing although a store lived there (``--ipam-db-create``); a
+        path where no store ever lived is created without it."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise InvalidIpamRequest(
                 f"ipam: synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
@@ -328,7 +328,9 @@ class SqliteStore:
         self.integrity_problem: str | None = None
         self._write_error: str | None = None
         self._writable_checked = 0.0
-        self._not_writable: str | None = None
+        self._warnings: tuple[str, ...] = ()
+        self._create = create
+        self._files: storefile.FileIdentity = ()
         self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
         self._pid = os.getpid()
         self._busy_ms = int(busy_timeout * 1000)
@@ -348,7 +350,12 @@ class SqliteStore:
                 f"ipam: cannot create the directory of the IPAM database {self.path} ({exc}); "
                 f"pass --ipam-db PATH or set {IPAM_DB_ENV} to a writable location"
             ) from exc
-        create_private(self.path)
+        storefile.prepare(
+            self.path,
+            create=self._create,
+            schema=_statements(_SCHEMA) + _statements(_SCHEMA_2),
+            version=SCHEMA_VERSION,
+        )
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -378,6 +385,8 @@ class SqliteStore:
                         f"ipam: {self.path} has schema version {version}, newer than this "
                         f"dranet-cloud understands ({SCHEMA_VERSION}); upgrade dranet-cloud"
                     )
+                if version == 0 and not self._has_schema(conn):
+                    self._refuse_schemaless()
                 if version == 1:
                     _migrate_from_1(conn)
                 for statement in _statements(_SCHEMA) + _statements(_SCHEMA_2):
@@ -397,9 +406,33 @@ class SqliteStore:
             conn.close()
             raise
         self.integrity_problem = quick_check(conn, self.path)
+        self._files = storefile.identity(self.path)
+        storefile.write_marker(self.path)
         self._conn_busy_ms = self._busy_ms
         log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
         return conn
+
+    def _has_schema(self, conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'allocations'"
+        ).fetchone()
+        return row is not None
+
+    def _refuse_schemaless(self) -> None:
+        """A database without the IPAM schema is set up only when the operator asks."""
+        if self._create:
+            log.warning("ipam: %s had no IPAM schema; creating it (--ipam-db-create)", self.path)
+            return
+        raise storefile.StoreFileError(
+            f"ipam: {self.path} is an SQLite database without the IPAM schema (no allocations "
+            "table): not this program's store, or a store whose content was lost; point "
+            "--ipam-db at the node's store, or pass --ipam-db-create to set up an empty store "
+            "in it knowingly"
+        )
+
+    def _file_problem(self) -> str | None:
+        """Why the file at the path is no longer the one opened (a few ``stat`` calls)."""
+        return storefile.file_problem(self._files) if self._files else None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -464,6 +497,13 @@ class SqliteStore:
         if batch is None:
             return
         try:
+            lost = self._file_problem()
+            if lost is not None:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                log.error("%s", lost)
+                batch.error = storefile.StoreFileError(lost)
+                return
             if conn.in_transaction:
                 conn.execute("COMMIT")
             self._write_error = None
@@ -569,6 +609,9 @@ class SqliteStore:
     def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> None:
         """``BEGIN IMMEDIATE``; without ``wait``, :class:`WouldBlock` instead of
         waiting for another process's write lock."""
+        lost = self._file_problem()
+        if lost is not None:
+            raise storefile.StoreFileError(lost)
         try:
             self._busy(conn, self._busy_ms if wait else 0)
             conn.execute("BEGIN IMMEDIATE")
@@ -654,6 +697,9 @@ class SqliteStore:
                     # Reporting it needs a commit first, and that may not run here.
                     raise WouldBlock(f"ipam: {self.path} has writes waiting for their commit")
                 self._commit_batch(conn)  # never report what is not durable yet
+            lost = self._file_problem()
+            if lost is not None:
+                raise storefile.StoreFileError(lost)
             try:
                 self._busy(conn, self._busy_ms)
                 conn.execute("BEGIN")
@@ -975,22 +1021,26 @@ class SqliteStore:
                 self._conn.close()
             self._conn = None
 
-    def health_problem(self) -> str | None:
-        """Why this store cannot be trusted now, or ``None``; never blocks (``/health``).
+    def health(self) -> StoreHealth:
+        """The store's state for ``/health``; never blocks (a few ``stat`` calls).
 
-        Failed integrity check at open, the last write failed (cleared by the
-        next successful commit), or the file is not writable (checked at most
-        once a second).
+        Not ok: the file at the path is not the one opened, the integrity
+        check at open failed, or the last commit failed (cleared by the next
+        successful one).  Warnings (checked at most once a second): the file
+        or its directory is not writable, which the open file survives.
         """
-        if self.integrity_problem:
-            return self.integrity_problem
-        if self._write_error:
-            return f"ipam: the last write to {self.path} failed ({self._write_error})"
         now = time.monotonic()
         if now - self._writable_checked > _WRITABLE_RECHECK:
             self._writable_checked = now
-            self._not_writable = writable_problem(self.path)
-        return self._not_writable
+            self._warnings = tuple(storefile.directory_warnings(self.path))
+        reason = self._file_problem() or self.integrity_problem
+        if reason is None and self._write_error:
+            reason = f"ipam: the last write to {self.path} failed ({self._write_error})"
+        return StoreHealth(reason is None, reason, self._warnings)
+
+    def health_problem(self) -> str | None:
+        """Why claims cannot be served now, or ``None`` (see :meth:`health`)."""
+        return self.health().reason
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -1005,6 +1055,7 @@ def open_store(
     *,
     env: Mapping[str, str] | None = None,
     synchronous: Synchronous = "FULL",
+    create: bool = False,
 ) -> IpamStore:
     """The node's store: SQLite at ``path`` (or ``$DRANET_CLOUD_IPAM_DB``, or the default).
 
@@ -1018,4 +1069,4 @@ def open_store(
             )
         log.warning("ipam: using an in-memory store; allocations are lost when the process exits")
         return MemoryStore()
-    return SqliteStore(resolve_db_path(path, env), synchronous=synchronous)
+    return SqliteStore(resolve_db_path(path, env), synchronous=synchronous, create=create)

@@ -241,7 +241,9 @@ class ByodpApp:
     ``observers`` receive every finished request (``method, path, status,
     seconds``), the place for metrics.  ``store_health`` returns why the
     store cannot be trusted (or ``None``); by default it asks the host's IPAM
-    store, if one is open, through its ``health_problem()`` method.
+    store, if one is open, through its ``health()`` method, whose warnings
+    (a degraded store that still serves) become a ``warnings`` list in the
+    200 answer.
     """
 
     def __init__(
@@ -265,7 +267,8 @@ class ByodpApp:
         self._cloud = caps.cloud_provider
         self._profile = caps.profile_provider
         self._health_body = json.dumps(caps.to_wire(), separators=(",", ":")).encode()
-        self._store_health = store_health or self._open_store_health
+        self._store_health = store_health
+        self._caps_wire = caps.to_wire()
         self._workers = workers
         self._pool: WorkerPool | None = None
         self._committer: WorkerPool | None = None
@@ -345,10 +348,15 @@ class ByodpApp:
         """Whether every plugin a call reaches is the built-in local IPAM (store only)."""
         return bool(plugins) and all(p == LOCAL_IPAM for p in plugins)
 
-    def _open_store_health(self) -> str | None:
-        store = self.host.context.ipam_if_open
-        probe = getattr(store, "health_problem", None)
-        return probe() if callable(probe) else None
+    def _store_state(self) -> tuple[str | None, Sequence[str]]:
+        """Why claims cannot be served (or ``None``) and the store's degraded-state warnings."""
+        if self._store_health is not None:
+            return self._store_health(), ()
+        probe = getattr(self.host.context.ipam_if_open, "health", None)
+        if not callable(probe):
+            return None, ()
+        state = probe()
+        return state.reason, state.warnings
 
     def handles(self, method: str, path: str) -> bool:
         """Whether this router answers ``method path`` itself (and tells its observers)."""
@@ -359,9 +367,12 @@ class ByodpApp:
 
     def health(self) -> Reply:
         """``/health``: built once, plus a cheap, non-blocking look at the store."""
-        problem = self._store_health()
+        problem, warnings = self._store_state()
         if problem:
             return text_reply(503, f"unhealthy: {problem}")
+        if warnings:  # degraded but serving: said, not a 503 that restarts the sidecar
+            doc = {**self._caps_wire, "warnings": list(warnings)}
+            return 200, json.dumps(doc, separators=(",", ":")).encode(), _JSON
         return 200, self._health_body, _JSON
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
