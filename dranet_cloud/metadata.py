@@ -42,12 +42,14 @@ import httpx
 
 from .errors import ConfigError, ProviderUnavailable
 from .httpdeadline import deadline_transport, expired, within
+from .shapes import require_shape
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "Endpoint",
     "MetadataClient",
     "MetadataError",
+    "MetadataNotADocument",
     "MetadataNotFound",
     "MetadataResponse",
     "MetadataSpoofed",
@@ -57,7 +59,9 @@ __all__ = [
     "RetryPolicy",
     "TokenSpec",
     "normalize_url",
+    "require_shape",
     "resolve_endpoint",
+    "web_page_kind",
 ]
 
 log = logging.getLogger(__name__)
@@ -115,6 +119,26 @@ class MetadataSpoofed(MetadataError):
 
 class MetadataTooLarge(MetadataError):
     """The answer exceeded the client's size cap."""
+
+
+class MetadataNotADocument(MetadataError):
+    """The answer is a web page (a captive portal, a proxy's error), not the metadata asked for."""
+
+
+# No cloud's metadata server answers HTML: an answer that is a web page comes
+# from something in between (a captive portal, a proxy's login or error page).
+_PAGE_TYPES = ("text/html", "application/xhtml+xml")
+_PAGE_STARTS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<?xml")
+
+
+def web_page_kind(content_type: str, body: bytes) -> str | None:
+    """Why an answer is a web page rather than metadata, or ``None`` when it is not one."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in _PAGE_TYPES:
+        return f"Content-Type {media}"
+    if body.lstrip()[:16].lower().startswith(_PAGE_STARTS):
+        return "a body that is an HTML page"
+    return None
 
 
 # --- endpoints ----------------------------------------------------------------
@@ -726,8 +750,22 @@ class MetadataClient:
                 url=full,
                 status=status,
             )
+        self._check_document(resp, "GET", full)
         log.debug("%s: GET %s -> %d (%d bytes)", self.plugin, full, status, len(resp.content))
         return resp
+
+    def _check_document(self, resp: MetadataResponse, method: str, full: str) -> None:
+        """Refuse a web page: it is never the document asked for, whatever its status."""
+        kind = web_page_kind(resp.headers.get("content-type", ""), resp.content)
+        if kind is not None:
+            raise MetadataNotADocument(
+                f"{self.plugin}: {method} {full} answered {kind}, not the metadata it asked for: "
+                "a captive portal or proxy answers in place of the metadata server; "
+                f"{self._source_hint()}",
+                plugin=self.plugin,
+                url=full,
+                status=resp.status_code,
+            )
 
     def _check_required_headers(self, resp: MetadataResponse, full: str) -> None:
         for name, expected in self.required_response_headers.items():
@@ -767,6 +805,8 @@ class MetadataClient:
             )
             full = self.url_for(spec.path)
             self._check_required_headers(resp, full)
+            if resp.status_code == 200:
+                self._check_document(resp, "PUT", full)
             if resp.status_code != 200 or not resp.content.strip():
                 raise MetadataError(
                     f"{self.plugin}: PUT {full} (token request) answered HTTP "

@@ -36,7 +36,7 @@ import pytest
 from ..attributes import MAX_ATTRIBUTES, attribute_name_problem, attribute_value_problem
 from ..budget import dranet_attributes, dranet_devices, locate
 from ..context import ProviderContext, ProviderOptions
-from ..errors import ProfileDenied
+from ..errors import DranetCloudError, ProfileDenied
 from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
@@ -284,6 +284,47 @@ class PluginConformance:
         store = started_host.context.ipam
         left = [a for a in store.list() if a.owner.claim_uid.startswith("conformance-claim")]
         assert left == [], f"release left allocations behind: {left}"
+
+    def test_a_web_page_in_place_of_metadata_fails_an_explicit_start(
+        self, registry: PluginRegistry, tmp_path: Path
+    ) -> None:
+        """A captive portal answering every request with HTML (the emulator's
+        ``html`` fault) must stop an explicitly requested cloud plugin (exit 3),
+        naming the endpoint, instead of publishing the page as facts."""
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin reads a metadata server at start")
+        if not registry.implements(self.plugin_name, "emulator"):
+            pytest.skip("the plugin has no emulator to put a portal in front of")
+        sample = registry.call(
+            self.plugin_name, "sample_host", dest=tmp_path / "host", variant=self.sample_variant
+        )
+        assert sample is not None
+        emu = registry.call(
+            self.plugin_name,
+            "emulator",
+            fixture=sample.fixture,
+            listen="127.0.0.1:0",
+            faults="html",
+        )
+        assert emu is not None
+        with emu:
+            host = ProviderHost(
+                cloud_provider_hint=self.plugin_name,
+                host_root=str(sample.root),
+                env=dict(emu.env),
+                options=ProviderOptions(metadata_deadline=2.0),
+                registry=registry,
+                ipam=MemoryStore(),
+            )
+            try:
+                with pytest.raises(DranetCloudError) as info:
+                    host.start()
+            finally:
+                host.close()
+            served = [r for r in emu.log if r.fault == "html"]
+        assert info.value.exit_code == 3, info.value
+        assert served, "the emulator never answered with the portal's page"
+        assert emu.url in str(info.value), f"the error does not name the endpoint: {info.value}"
 
     def test_final_merged_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost

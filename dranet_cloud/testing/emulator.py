@@ -8,7 +8,7 @@ the same faults can be asked for from tests, from ``dranet-cloud emulate
 --faults`` and from the conformance suite::
 
     status=503,503,200;delay=0.2;drop=2;unavailable-for=3;
-    strip-headers=Metadata-Flavor;oversize=2000000;malformed;chunked;
+    strip-headers=Metadata-Flavor;oversize=2000000;malformed;html;chunked;
     expire-tokens-every=2;path=/latest/
 
 Refusing non-loopback addresses is deliberate: an emulator answers anything
@@ -188,6 +188,13 @@ class _Decision:
     label: str | None = None
 
 
+# What a captive portal (hotel Wi-Fi, a corporate proxy's login) answers to any GET.
+CAPTIVE_PORTAL_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in to the network</title></head>"
+    b'<body><form action="/login">Accept the terms to continue</form></body></html>\n'
+)
+
+
 class Faults:
     """Fault injection state, parsed from a spec string and safe across threads.
 
@@ -202,6 +209,9 @@ class Faults:
     * ``strip-headers=A,B``: remove these headers from every answer;
     * ``oversize=N``: replace every successful body with ``N`` bytes;
     * ``malformed``: truncate and corrupt every successful body;
+    * ``html``: answer every successful request with a captive portal's
+      login page (``Content-Type: text/html``), as a hotel or corporate
+      network in front of a misconfigured node does;
     * ``chunked``: send bodies chunked, without ``Content-Length``;
     * ``expire-tokens-every=N``: a session token stops working after ``N``
       uses (see :class:`TokenIssuer`);
@@ -219,6 +229,7 @@ class Faults:
         "strip-headers",
         "oversize",
         "malformed",
+        "html",
         "chunked",
         "expire-tokens-every",
         "path",
@@ -234,6 +245,7 @@ class Faults:
         strip_headers: Sequence[str] = (),
         oversize: int | None = None,
         malformed: bool = False,
+        html: bool = False,
         chunked: bool = False,
         expire_tokens_every: int = 0,
         path: str = "",
@@ -246,6 +258,7 @@ class Faults:
         self.strip_headers: list[str] = list(strip_headers)
         self.oversize = oversize
         self.malformed = malformed
+        self.html = html
         self.chunked = chunked
         self.expire_tokens_every = expire_tokens_every
         self.path = path
@@ -272,6 +285,7 @@ class Faults:
             self.strip_headers = fresh["strip_headers"]
             self.oversize = fresh["oversize"]
             self.malformed = fresh["malformed"]
+            self.html = fresh["html"]
             self.chunked = fresh["chunked"]
             self.expire_tokens_every = fresh["expire_tokens_every"]
             self.path = fresh["path"]
@@ -301,6 +315,8 @@ class Faults:
             parts.append(f"oversize={self.oversize}")
         if self.malformed:
             parts.append("malformed")
+        if self.html:
+            parts.append("html")
         if self.chunked:
             parts.append("chunked")
         if self.expire_tokens_every:
@@ -349,6 +365,7 @@ class Faults:
         labels: list[str] = []
         headers = dict(response.headers)
         body = response.body_bytes
+        content_type = response.content_type
         if self.strip_headers:
             drop = {h.lower() for h in self.strip_headers}
             headers = {k: v for k, v in headers.items() if k.lower() not in drop}
@@ -360,7 +377,10 @@ class Faults:
             if self.malformed:
                 body = body[: len(body) // 2] + b'\xff\x00{"truncated'
                 labels.append("malformed")
-        shaped = Response(response.status, body, headers, response.content_type)
+            if self.html:
+                body, content_type = CAPTIVE_PORTAL_PAGE, "text/html; charset=utf-8"
+                labels.append("html")
+        shaped = Response(response.status, body, headers, content_type)
         return shaped, ",".join(labels) or None
 
 
@@ -373,6 +393,7 @@ def _parse_spec(spec: str) -> dict[str, Any]:
         "strip_headers": [],
         "oversize": None,
         "malformed": False,
+        "html": False,
         "chunked": False,
         "expire_tokens_every": 0,
         "path": "",
@@ -401,7 +422,7 @@ def _parse_spec(spec: str) -> dict[str, Any]:
                     raise ValueError("name the headers, e.g. strip-headers=Metadata-Flavor")
             elif key == "oversize":
                 out["oversize"] = int(_non_negative(int(value)))
-            elif key in ("malformed", "chunked"):
+            elif key in ("malformed", "html", "chunked"):
                 if sep and value.lower() not in ("1", "true", "yes", "0", "false", "no"):
                     raise ValueError("expected no value or true/false")
                 out[key] = not sep or value.lower() in ("1", "true", "yes")

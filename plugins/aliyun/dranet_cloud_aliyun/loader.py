@@ -9,12 +9,20 @@ one token and one deadline instead of a long serial walk.
 from __future__ import annotations
 
 import logging
+import re
 import time
 
-from dranet_cloud.metadata import MetadataClient, MetadataError
+from dranet_cloud.logsafe import safe
+from dranet_cloud.metadata import (
+    MetadataClient,
+    MetadataError,
+    MetadataNotADocument,
+    require_shape,
+)
 from dranet_cloud.models import normalize_mac
 
 from .constants import METADATA_ROOT, PLUGIN
+from .detection import INSTANCE_ID
 from .snapshot import NIC_KEYS, AliyunInstance, AliyunNic
 
 log = logging.getLogger(__name__)
@@ -76,6 +84,41 @@ def _left(until: float) -> float:
     return max(until - time.monotonic(), 0.0)
 
 
+# What ECS answers for each identifying key: cn-hangzhou, cn-hangzhou-h, ecs.g8i.xlarge.
+_SHAPES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "instance_id": ("an ECS instance id", INSTANCE_ID),
+    "region_id": ("an ECS region", re.compile(r"[a-z]{2}(-[a-z0-9]+)+")),
+    "zone_id": ("an ECS zone", re.compile(r"[a-z]{2}(-[a-z0-9]+)+")),
+    "instance_type": ("an ECS instance type", re.compile(r"ecs\.[a-z0-9][a-z0-9.-]{0,62}", re.I)),
+}
+
+
+def check_identity(client: MetadataClient, values: dict[str, str | None]) -> None:
+    """Refuse an instance whose identifying keys cannot be what ECS answers (a portal's
+    page served as text, say): published as attributes, they would mislead every claim."""
+    for field, (meaning, pattern) in _SHAPES.items():
+        key = INSTANCE_KEYS[field]
+        try:
+            require_shape(values[field], key, meaning, pattern)
+        except ValueError as exc:
+            raise MetadataNotADocument(
+                f"{PLUGIN}: GET {client.url_for(_path(key))} answered a value that is not ECS "
+                f"metadata ({safe(exc, 200)}); {client.endpoint.describe()} is not the ECS "
+                "metadata service, or something answers in its place",
+                plugin=PLUGIN,
+                url=client.url_for(_path(key)),
+            ) from None
+    region, zone = values["region_id"], values["zone_id"]
+    if region is not None and zone is not None and not zone.startswith(region + "-"):
+        raise MetadataNotADocument(
+            f"{PLUGIN}: GET {client.url_for(_path(INSTANCE_KEYS['zone_id']))} answered zone "
+            f"{safe(zone, 60)!r}, which is not in region {safe(region, 60)!r}; "
+            f"{client.endpoint.describe()} is not answering as ECS does",
+            plugin=PLUGIN,
+            url=client.url_for(_path(INSTANCE_KEYS["zone_id"])),
+        )
+
+
 def load_instance(client: MetadataClient, deadline: float) -> AliyunInstance:
     """Fetch and parse the snapshot, retrying until ``deadline`` seconds have passed."""
     until = time.monotonic() + deadline
@@ -87,12 +130,12 @@ def load_instance(client: MetadataClient, deadline: float) -> AliyunInstance:
     for mac, keys in nic_paths.items():
         nic = AliyunNic.from_values(mac, {key: answers[path] for key, path in keys.items()})
         nics[nic.mac] = nic
-    values = {field: first[_path(key)] for field, key in INSTANCE_KEYS.items()}
-    instance = AliyunInstance(
-        endpoint=client.endpoint.url,
-        nics=nics,
-        **{k: (v.strip() or None) if v is not None else None for k, v in values.items()},
-    )
+    values = {
+        field: (raw.strip() or None) if (raw := first[_path(key)]) is not None else None
+        for field, key in INSTANCE_KEYS.items()
+    }
+    check_identity(client, values)
+    instance = AliyunInstance(endpoint=client.endpoint.url, nics=nics, **values)
     log.info(
         "%s: instance %s (%s) in %s with %d NICs from %s",
         PLUGIN,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -39,13 +40,16 @@ from typing import Any
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.logsafe import safe
 from dranet_cloud.metadata import (
     Endpoint,
     MetadataClient,
     MetadataError,
+    MetadataNotADocument,
     MetadataNotFound,
     MetadataUnavailable,
     TokenSpec,
+    require_shape,
     resolve_endpoint,
 )
 
@@ -267,7 +271,29 @@ def _document(raw: str | None, url: str) -> dict[str, Any]:
             f"aws: {url}{DOCUMENT_PATH} is not a JSON object; the metadata server is "
             "misbehaving or is not EC2's"
         )
+    try:
+        for key, (meaning, pattern) in _DOCUMENT_SHAPES.items():
+            value = doc.get(key)
+            require_shape(value if isinstance(value, str) else None, key, meaning, pattern)
+        region, zone = doc.get("region"), doc.get("availabilityZone")
+        if isinstance(region, str) and isinstance(zone, str) and not zone.startswith(region):
+            raise ValueError(f"availabilityZone {zone!r} is not in region {region!r}")
+    except ValueError as exc:
+        raise MetadataNotADocument(
+            f"aws: GET {url}{DOCUMENT_PATH} answered an identity document EC2 would not send "
+            f"({safe(exc, 200)}); the metadata server is misbehaving or is not EC2's",
+            plugin=PLUGIN,
+            url=url + DOCUMENT_PATH,
+        ) from None
     return doc
+
+
+# What EC2 writes in the identity document: p5.48xlarge, us-east-2, us-east-2a.
+_DOCUMENT_SHAPES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "instanceType": ("an EC2 instance type", re.compile(r"[a-z0-9][a-z0-9-]*\.[a-z0-9-]+")),
+    "region": ("an AWS region", re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")),
+    "availabilityZone": ("an availability zone", re.compile(r"[a-z]{2}(-[a-z0-9]+)+")),
+}
 
 
 def load_instance(context: ProviderContext, deadline: float) -> AwsInstance:

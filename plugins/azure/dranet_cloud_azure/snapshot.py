@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
 from dranet_cloud.models import normalize_mac
+from dranet_cloud.shapes import require_shape
 
 from .constants import PLUGIN
 
@@ -136,6 +138,13 @@ def parse_nic(index: int, entry: Any) -> AzureNic | None:
     )
 
 
+# What IMDS answers: Standard_ND96isr_H100_v5, eastus2.
+_COMPUTE_SHAPES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "vmSize": ("an Azure VM size", re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")),
+    "location": ("an Azure region", re.compile(r"[a-z][a-z0-9]{1,39}")),
+}
+
+
 def parse_instance(document: Any, *, endpoint: str | None = None) -> AzureInstance:
     """The snapshot from the instance document; ``ValueError`` when it has no ``compute``."""
     if not isinstance(document, dict) or not isinstance(document.get("compute"), dict):
@@ -150,6 +159,8 @@ def parse_instance(document: Any, *, endpoint: str | None = None) -> AzureInstan
         log.warning("%s: network.interface is not a list; no NIC facts", PLUGIN)
         entries = []
     nics = [nic for i, e in enumerate(entries) if (nic := parse_nic(i, e)) is not None]
+    for key, (meaning, pattern) in _COMPUTE_SHAPES.items():
+        require_shape(_text(compute.get(key)) or None, f"compute.{key}", meaning, pattern)
     return AzureInstance(
         endpoint=endpoint,
         vm_id=_text(compute.get("vmId")),

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dranet_cloud.context import InstanceSnapshot
 from dranet_cloud.models import DeviceIdentifiers, normalize_mac
+from dranet_cloud.shapes import require_shape
 
 from .machines import gpudirect_for
 
@@ -212,6 +213,10 @@ def parse_nic(index: int, raw: Any) -> GceNic | None:
     )
 
 
+# Machine types and zones are lower-case names: a3-megagpu-8g, us-central1-a.
+_GCE_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
+
+
 def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
     """Build the snapshot from the recursive ``{"instance": ..., "project": ...}`` tree.
 
@@ -225,6 +230,9 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
     attributes: dict[str, Any] = _as_dict(inst.get("attributes"))
 
     machine_type = _base_name(inst.get("machineType"))
+    zone = _base_name(inst.get("zone"))
+    require_shape(machine_type, "machineType", "a machine type", _GCE_NAME)
+    require_shape(zone, "zone", "a GCE zone", _GCE_NAME)
     physical_host = _as_str(attributes.get("physical_host"))
     topology = split_topology(physical_host)
     if physical_host and topology is None:
@@ -252,7 +260,7 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
         instance_id=_as_str(inst.get("id")),
         hostname=_as_str(inst.get("hostname")),
         machine_type=machine_type,
-        zone=_base_name(inst.get("zone")),
+        zone=zone,
         project_id=_as_str(project.get("projectId")),
         project_number=_as_int(project.get("numericProjectId")),
         physical_host=physical_host,
