@@ -31,8 +31,22 @@ LIVE_CLAIMS_HELP = (
 )
 
 
+DEFAULT_BUDGET = "60s"
+
+
 def add_kubeconfig_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
+
+
+def add_budget_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str) -> None:
+    parser.add_argument(
+        flag,
+        default=DEFAULT_BUDGET,
+        metavar="DURATION",
+        help="time for every API call of one run, cluster check included (default "
+        f"{DEFAULT_BUDGET}); claims are proven and freed in batches, so a run that runs out "
+        "keeps what it freed and the next run goes on",
+    )
 
 
 def removed_older_than(flag: str, proof_flag: str, unsafe_flag: str) -> str:
@@ -52,11 +66,15 @@ def build_source(
     live_claims: str | None,
     unsafe_age: timedelta | None,
     flags: tuple[str, str, str] = ("--kubernetes", "--live-claims", "--unsafe-free-by-age"),
+    budget: tuple[str, str] = ("--budget", DEFAULT_BUDGET),
+    adopt: bool = False,
 ) -> tuple[ClaimSource | None, Callable[[], None]]:
     """The claim source the flags ask for and a function that closes it.
 
-    ``flags`` name the Kubernetes, file and age flags of the calling command.
-    Exactly one must be given; ``None`` is returned for age alone.
+    ``flags`` name the Kubernetes, file and age flags of the calling command,
+    ``budget`` its run-budget flag and value; ``adopt`` lets the API's
+    cluster replace the one the store recorded.  Exactly one source must be
+    given; ``None`` is returned for age alone.
     """
     chosen = [
         flag
@@ -84,8 +102,13 @@ def build_source(
     from ..ipam.reclaim import KubernetesClaims
     from ..kube import KubeClient
 
+    budget_flag, budget_text = budget
+    seconds = parse_grace(budget_flag, budget_text).total_seconds()
+    if seconds <= 0:
+        raise ConfigError(f"{budget_flag} {budget_text!r} must be longer than 0s")
     client = KubeClient(kubeconfig)
-    return KubernetesClaims(client), client.close
+    source = KubernetesClaims(client, run_timeout=seconds, budget_flag=budget_flag, adopt=adopt)
+    return source, client.close
 
 
 def parse_grace(flag: str, text: str) -> timedelta:
@@ -95,6 +118,5 @@ def parse_grace(flag: str, text: str) -> timedelta:
         return parse_duration(text)
     except ConfigError:
         raise ConfigError(
-            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d "
-            "(0s, 30s, 2m, 1h)"
+            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d (30s, 2m, 1h)"
         ) from None

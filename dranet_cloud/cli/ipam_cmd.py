@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DranetCloudError
-from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP
+from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP, add_budget_flag
 from .output import add_output_flag, emit_json, emit_table
 
 if TYPE_CHECKING:
@@ -166,10 +166,11 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_gc(args: argparse.Namespace) -> int:
-    from ..ipam.reclaim import reclaim
+    from ..ipam.reclaim import RunCutShort, reclaim
     from .gc_flags import build_source, parse_grace, removed_older_than
 
     close = None
+    partial: RunCutShort | None = None
     try:
         if args.older_than is not None:
             raise ConfigError(
@@ -183,10 +184,17 @@ def _run_gc(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             live_claims=args.live_claims,
             unsafe_age=unsafe,
+            budget=("--budget", args.budget),
+            adopt=args.adopt_cluster,
         )
         with _existing_store(args) as store:
             if source is not None:
-                result = reclaim(store, source, grace=grace, dry_run=args.dry_run)
+                try:
+                    result = reclaim(
+                        store, source, grace=grace, dry_run=args.dry_run, force=args.force
+                    )
+                except RunCutShort as exc:  # what was freed before the failure is reported
+                    partial, result = exc, exc.result
                 freed, summary = result.freed, result.summary()
             else:
                 assert unsafe is not None
@@ -204,6 +212,9 @@ def _run_gc(args: argparse.Namespace) -> int:
         verb = "would free" if args.dry_run else "freed"
         sys.stdout.write(f"{verb} {len(freed)} allocation(s):\n")
     _emit(freed, args.output, "nothing to free")
+    if partial is not None:
+        print(f"error: {partial}", file=sys.stderr)
+        return partial.exit_code
     return 0
 
 
@@ -250,8 +261,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Free the allocations of claims that the Kubernetes API proves gone "
             "(--kubernetes: GET answers 404 or another UID, or a complete list lacks the "
-            "UID). An API error, timeout or partial list frees nothing. Allocations younger "
-            "than --grace before the evidence was taken are kept."
+            "UID). An API error, timeout or partial list frees nothing more. Allocations "
+            "younger than --grace before the evidence was taken are kept. The API must be the "
+            "cluster the store's claims came from (kube-system Namespace UID, recorded at the "
+            "first run): another cluster frees nothing (exit 2)."
         ),
     )
     _add_db_flag(gc)
@@ -259,7 +272,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kubernetes",
         action="store_true",
         help="ask the Kubernetes API which claims are gone (needs get and list on "
-        "resourceclaims.resource.k8s.io)",
+        "resourceclaims.resource.k8s.io, and get on the kube-system namespace)",
     )
     gc.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
     gc.add_argument(
@@ -270,6 +283,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default 2m; 0s allowed)",
     )
     gc.add_argument("--dry-run", action="store_true", help="free nothing; list what would be freed")
+    gc.add_argument(
+        "--force",
+        action="store_true",
+        help="free even when every claim of the store (10 allocations or more) is proven "
+        "gone; without it such a run frees nothing and says how many it would free",
+    )
+    gc.add_argument(
+        "--adopt-cluster",
+        action="store_true",
+        help="the node moved to another cluster: record the API's cluster (kube-system "
+        "Namespace UID) as the store's instead of refusing to free anything",
+    )
+    add_budget_flag(gc, "--budget")
     gc.add_argument("--live-claims", metavar="FILE", help=LIVE_CLAIMS_HELP)
     gc.add_argument(
         "--unsafe-free-by-age",

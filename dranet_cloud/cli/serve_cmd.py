@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from .common import add_provider_flags, build_host, seconds
 from .gc_flags import (
     LIVE_CLAIMS_HELP,
+    add_budget_flag,
     add_kubeconfig_flag,
     build_source,
     parse_grace,
@@ -150,9 +151,11 @@ def register(sub: Any) -> None:
         "--gc-kubernetes",
         action="store_true",
         help="free an allocation only when the Kubernetes API proves its claim gone "
-        "(needs get and list on resourceclaims.resource.k8s.io)",
+        "(needs get and list on resourceclaims.resource.k8s.io, and get on the kube-system "
+        "namespace)",
     )
     add_kubeconfig_flag(g)
+    add_budget_flag(g, "--gc-budget")
     g.add_argument(
         "--gc-grace",
         default="2m",
@@ -323,6 +326,7 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         live_claims=args.gc_live_claims,
         unsafe_age=unsafe,
         flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
+        budget=("--gc-budget", args.gc_budget),
     )
     if unsafe is not None:
         # A flag in a manifest is easy to forget: say in every start-up log what it does.

@@ -71,6 +71,7 @@ class MemoryStore:
         self._by_claim: dict[tuple[str, str], set[str]] = {}
         self._keys: dict[str, set[str]] = {}
         self._owners_of: dict[str, int] = {}  # identity -> owners (claims) holding rows
+        self._meta: dict[str, str] = {}  # facts about the store (the cluster of its claims)
 
     # -- helpers (call with the lock held) ---------------------------------
 
@@ -254,6 +255,15 @@ class MemoryStore:
     def list(self) -> list[Allocation]:
         with self._lock:
             return sorted((self._with_keys(a) for a in self._by_key.values()), key=_list_order)
+
+    def get_meta(self, key: str) -> str | None:
+        """A fact recorded about the store (``cluster_uid``), ``None`` when never recorded."""
+        with self._lock:
+            return self._meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._meta[key] = value
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

@@ -24,6 +24,23 @@ allocation younger than the evidence minus the grace is kept whatever the
 evidence says.  Reclaiming runs outside the store: ``list()``, decide, then
 ``release(owner)`` after checking the owner's allocations are still the ones
 that were judged.
+
+Three guards against evidence from the wrong place or of the wrong size:
+
+* *the cluster*: a claim of another cluster is "gone" from this one, so an
+  API that is not the node's own would free every live address.  The store
+  records the identity of the cluster its claims came from (the
+  ``kube-system`` Namespace UID, REFERENCE section 5) at the first run that
+  reached an API, and a run whose API answers another UID frees nothing
+  (:class:`ClusterMismatch`, naming both UIDs and the kubeconfig);
+* *everything at once*: a run whose evidence says every claim of a store of
+  :data:`FORCE_THRESHOLD` or more allocations is gone stops and asks for
+  ``--force`` (:class:`WouldFreeEverything`): a drained node rarely leaks
+  that much, a broken API or a wrong context always looks like it;
+* *batches*: claims named by namespace/name are proven (one GET each) and
+  freed :data:`CLAIM_BATCH` at a time, newest first, under one time budget
+  for the run: a late error or an exhausted budget keeps what was freed
+  before it (:class:`RunCutShort`), and the error names the budget's flag.
 """
 
 from __future__ import annotations
@@ -33,11 +50,11 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..claims import ClaimReference
 from ..errors import DranetCloudError
@@ -62,6 +79,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 COMPLETE_MARKER = "# complete"
 # What a claim UID may hold (the server accepts no other): a line outside it is no UID.
@@ -69,6 +87,11 @@ _UID_LINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 DEFAULT_GRACE = timedelta(minutes=2)
 MAX_CLAIMS_FILE_BYTES = 64 << 20
 DEFAULT_RUN_TIMEOUT = 60.0  # seconds for every API call of one reclaim run
+# A store at least this large whose every claim is "gone" needs --force.
+FORCE_THRESHOLD = 10
+# Claims proven (GET each) and freed together before the next batch is judged.
+CLAIM_BATCH = 100
+CLUSTER_UID_KEY = "cluster_uid"
 
 
 class NothingProven(DranetCloudError):
@@ -83,13 +106,41 @@ class NothingProven(DranetCloudError):
         self.exit_code = exit_code
 
 
+class ClusterMismatch(NothingProven):
+    """The API is another cluster than the one the store's claims came from (exit 2)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
+
+
+class WouldFreeEverything(NothingProven):
+    """Every claim of a non-trivial store looks gone: freed only with ``--force`` (exit 2)."""
+
+    def __init__(self, message: str, count: int) -> None:
+        super().__init__(message, exit_code=2)
+        self.count = count
+
+
+class RunCutShort(NothingProven):
+    """The evidence failed part-way; ``result`` holds what was freed before (exit 5)."""
+
+    def __init__(self, message: str, result: ReclaimResult) -> None:
+        super().__init__(message, exit_code=5)
+        self.result = result
+
+
 @dataclass(frozen=True)
 class Evidence:
-    """What a source proved: these claim UIDs are gone, as of ``as_of``."""
+    """What a source proved: these claim UIDs are gone, as of ``as_of``.
+
+    ``judged`` are the UIDs the evidence speaks about (``None``: every claim
+    asked about), so a claim judged and not gone is proven live.
+    """
 
     gone: frozenset[str]
     as_of: datetime
     how: str
+    judged: frozenset[str] | None = None
 
 
 class ClaimSource(Protocol):
@@ -100,6 +151,29 @@ class ClaimSource(Protocol):
     def prove_gone(self, claims: Sequence[ClaimReference]) -> Evidence:
         """UIDs among ``claims`` proven gone; raises :class:`NothingProven` on any doubt."""
         ...
+
+    def prove_in_batches(
+        self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
+    ) -> Iterator[Evidence]:
+        """Evidence for ``claims``, one batch at a time, after checking the source
+        speaks for the store's cluster (recording its identity when ``record``
+        and the store has none); raises :class:`NothingProven` on any doubt."""
+        ...
+
+
+def recorded_cluster(store: IpamStore) -> str | None:
+    """The cluster identity the store recorded, ``None`` when it has none (or cannot keep one)."""
+    read = getattr(store, "get_meta", None)
+    return read(CLUSTER_UID_KEY) if callable(read) else None
+
+
+def record_cluster(store: IpamStore, uid: str) -> bool:
+    """Record ``uid`` as the store's cluster; False when the store cannot keep it."""
+    write = getattr(store, "set_meta", None)
+    if not callable(write):
+        return False
+    write(CLUSTER_UID_KEY, uid)
+    return True
 
 
 def _utc(ts: float) -> datetime:
@@ -113,8 +187,11 @@ class KubernetesClaims:
     """Proof from the API server through a :class:`~dranet_cloud.kube.KubeClient`.
 
     When every claim has a recorded namespace/name, one ``GET`` per claim
-    (cheap on a big cluster); when any is known only by UID, one complete
-    list judges them all.  ``run_timeout`` bounds every call of one run.
+    (cheap on a big cluster), in batches of ``batch``; when any is known
+    only by UID, one complete list judges them all.  ``run_timeout`` bounds
+    every call of one run, cluster check included; ``budget_flag`` is the
+    flag that sets it, named when it runs out.  ``adopt`` records the API's
+    cluster as the store's even when the store recorded another one.
     """
 
     def __init__(
@@ -123,55 +200,113 @@ class KubernetesClaims:
         *,
         page_size: int = 500,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
+        batch: int = CLAIM_BATCH,
+        budget_flag: str = "--budget",
+        adopt: bool = False,
     ) -> None:
+        if batch < 1:
+            raise ValueError("the claim batch must hold at least one claim")
         self.client = client
         self.page_size = page_size
         self.run_timeout = run_timeout
+        self.batch = batch
+        self.budget_flag = budget_flag
+        self.adopt = adopt
 
     def describe(self) -> str:
         return f"the Kubernetes API ({self.client.source})"
 
     def prove_gone(self, claims: Sequence[ClaimReference]) -> Evidence:
-        from ..kube import KubeError
-
         until = time.monotonic() + self.run_timeout
-        started = time.time()
-        try:
-            if any(c.qualified_name is None for c in claims):
-                listing = self.client.list_resource_claims(
-                    page_size=self.page_size, deadline=self._left(until)
-                )
-                live = listing.uids
-                gone = frozenset(c.uid for c in claims if c.uid not in live)
-                return Evidence(
-                    gone,
-                    _utc(listing.started),
-                    f"a complete list of {len(live)} claim(s) from {self.describe()}",
-                )
+        found: set[str] = set()
+        how = ""
+        first: datetime | None = None
+        for evidence in self._batches(claims, until):
+            found |= evidence.gone
+            first = evidence.as_of if first is None else min(first, evidence.as_of)
+            how = evidence.how
+        return Evidence(frozenset(found), first or _utc(time.time()), how)
+
+    def prove_in_batches(
+        self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
+    ) -> Iterator[Evidence]:
+        until = time.monotonic() + self.run_timeout
+        self._confirm_cluster(store, until, record=record)
+        yield from self._batches(claims, until)
+
+    def _confirm_cluster(self, store: IpamStore, until: float, *, record: bool) -> None:
+        """The API must be the cluster the store's claims came from; record it on first contact."""
+        uid = self._call(until, self.client.cluster_uid)
+        known = recorded_cluster(store)
+        if known == uid:
+            return
+        if known is not None and not self.adopt:
+            raise ClusterMismatch(
+                f"the Kubernetes API ({self.client.source}) is cluster {uid} (kube-system "
+                f"Namespace UID), but this store's claims came from cluster {known}; nothing "
+                "was freed: every claim of another cluster looks gone from this one. Point "
+                "--kubeconfig (or its current context) at this node's cluster; if the node "
+                "really moved to that cluster, run `dranet-cloud ipam gc --kubernetes "
+                "--adopt-cluster` once"
+            )
+        if not record:
+            return
+        if record_cluster(store, uid):
+            log.warning(
+                "ipam gc: recorded cluster %s (%s) as the cluster of this store's claims%s; "
+                "a later run against another cluster frees nothing",
+                uid,
+                self.client.source,
+                f", replacing {known} (--adopt-cluster)" if known else "",
+            )
+
+    def _batches(self, claims: Sequence[ClaimReference], until: float) -> Iterator[Evidence]:
+        if any(c.qualified_name is None for c in claims):
+            listing = self._call(until, self.client.list_resource_claims, page_size=self.page_size)
+            live = listing.uids
+            yield Evidence(
+                frozenset(c.uid for c in claims if c.uid not in live),
+                _utc(listing.started),
+                f"a complete list of {len(live)} claim(s) from {self.describe()}",
+            )
+            return
+        for begin in range(0, len(claims), self.batch):
+            chunk = claims[begin : begin + self.batch]
+            started = time.time()
             found: set[str] = set()
-            for claim in claims:
-                assert claim.namespace is not None and claim.name is not None
-                now = self.client.get_resource_claim(
-                    claim.namespace, claim.name, deadline=self._left(until)
-                )
+            for claim in chunk:
+                ns, name = claim.namespace, claim.name
+                assert ns is not None and name is not None
+                now = self._call(until, self.client.get_resource_claim, ns, name)
                 if now is None or now.uid != claim.uid:
                     found.add(claim.uid)
-            return Evidence(
+            yield Evidence(
                 frozenset(found),
                 _utc(started),
                 f"GET of {len(claims)} claim(s) by namespace/name from {self.describe()}",
+                frozenset(c.uid for c in chunk),
             )
-        except KubeError as exc:
-            raise NothingProven(f"{exc}; nothing was freed") from exc
 
-    def _left(self, until: float) -> float:
+    def _call(self, until: float, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """One API call within what is left of the run's budget, its errors as NothingProven."""
+        from ..kube import KubeError
+
         left = until - time.monotonic()
         if left <= 0:
-            raise NothingProven(
-                f"the API calls of this run took longer than {self.run_timeout:g} s "
-                f"({self.describe()}); nothing was freed"
-            )
-        return min(left, self.client.timeout)
+            raise self._out_of_budget()
+        try:
+            return call(*args, deadline=min(left, self.client.timeout), **kwargs)
+        except KubeError as exc:
+            if left < self.client.timeout and time.monotonic() >= until:
+                raise self._out_of_budget() from exc
+            raise NothingProven(f"{exc}; nothing more was freed") from exc
+
+    def _out_of_budget(self) -> NothingProven:
+        return NothingProven(
+            f"the API calls of this run took longer than its budget ({self.budget_flag} "
+            f"{self.run_timeout:g}s) at {self.describe()}; what was proven before was freed, "
+            f"the rest waits for the next run; raise {self.budget_flag} if the API is this slow"
+        )
 
 
 # --- files ------------------------------------------------------------------------------
@@ -296,6 +431,12 @@ class ClaimsFile:
         gone = frozenset(c.uid for c in claims if c.uid not in live)
         return Evidence(gone, as_of, f"{len(live)} live claim(s) in {self.describe()}")
 
+    def prove_in_batches(
+        self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
+    ) -> Iterator[Evidence]:
+        """One batch: the file.  It names no cluster, so nothing is checked or recorded."""
+        yield self.prove_gone(claims)
+
 
 # --- the run ------------------------------------------------------------------------------
 
@@ -311,6 +452,7 @@ class ReclaimResult:
     kept_recent: list[Allocation] = field(default_factory=list)  # gone, but within the grace
     changed: list[Owner] = field(default_factory=list)  # changed while judged: left for next run
     evidence: str = ""
+    needs_force: bool = False  # a dry run that would free everything: a real one needs --force
 
     def summary(self) -> str:
         verb = "would free" if self.dry_run else "freed"
@@ -324,12 +466,20 @@ class ReclaimResult:
             )
         if self.changed:
             text += f"; {len(self.changed)} claim(s) changed while judged, left for the next run"
+        if self.needs_force:
+            text += "; every claim is gone, so a real run stops and asks for --force"
         return text
 
 
 def _claims_of(allocs: Sequence[Allocation]) -> list[ClaimReference]:
-    """One reference per claim UID, preferring one that records namespace/name."""
+    """One reference per claim UID, preferring one that records namespace/name.
+
+    Newest claims first: they are the likeliest to be live, and a live claim
+    in the first batch is what lets a run free batch by batch (see
+    :func:`reclaim`).
+    """
     by_uid: dict[str, ClaimReference] = {}
+    newest: dict[str, datetime] = {}
     for alloc in allocs:
         uid = alloc.owner.claim_uid
         recorded = alloc.claim
@@ -339,7 +489,69 @@ def _claims_of(allocs: Sequence[Allocation]) -> list[ClaimReference]:
             ref = ClaimReference(uid)
         if uid not in by_uid or (ref.qualified_name and not by_uid[uid].qualified_name):
             by_uid[uid] = ref
-    return [by_uid[uid] for uid in sorted(by_uid)]
+        newest[uid] = max(newest.get(uid, alloc.created_at), alloc.created_at)
+    return [by_uid[uid] for uid in sorted(by_uid, key=lambda u: (-newest[u].timestamp(), u))]
+
+
+class _Run:
+    """One reclaim run's bookkeeping: judge each batch of evidence, free what is ripe."""
+
+    def __init__(
+        self,
+        store: IpamStore,
+        allocs: Sequence[Allocation],
+        result: ReclaimResult,
+        grace: timedelta,
+    ) -> None:
+        self.store = store
+        self.result = result
+        self.grace = grace
+        self.by_uid: dict[str, list[Allocation]] = {}
+        for alloc in allocs:
+            self.by_uid.setdefault(alloc.owner.claim_uid, []).append(alloc)
+        self.held_back: list[tuple[Owner, list[Allocation], datetime]] = []
+        self.gone: set[str] = set()
+        self.judged: set[str] = set()
+
+    def judge(self, evidence: Evidence) -> None:
+        """Note what ``evidence`` proved and hold the ripe owners of gone claims back."""
+        uids = set(self.by_uid) if evidence.judged is None else set(evidence.judged)
+        self.judged |= uids
+        gone = evidence.gone & uids
+        self.gone |= gone
+        cutoff = evidence.as_of - self.grace
+        by_owner: dict[Owner, list[Allocation]] = {}
+        for uid in sorted(gone):
+            for alloc in self.by_uid.get(uid, []):
+                by_owner.setdefault(alloc.owner, []).append(alloc)
+        for owner, judged in sorted(by_owner.items()):
+            if all(a.created_at <= cutoff for a in judged):
+                self.held_back.append((owner, judged, cutoff))
+            else:
+                self.result.kept_recent.extend(judged)
+
+    @property
+    def live_seen(self) -> bool:
+        return bool(self.judged - self.gone)
+
+    def free_held_back(self, dry_run: bool) -> None:
+        held, self.held_back = self.held_back, []
+        for owner, judged, cutoff in held:
+            if dry_run:
+                self.result.freed.extend(judged)
+                continue
+            # Re-read: what the owner holds now (its NIC's linked identities
+            # included) must all have been judged freeable, else leave it for
+            # the next run.  Empty: already released through a linked identity.
+            freeable = {a.address for a in judged}
+            current = self.store.held(owner)
+            if not current:
+                continue
+            if any(a.address not in freeable or a.created_at > cutoff for a in current):
+                self.result.changed.append(owner)
+                continue
+            released = set(self.store.release(owner))
+            self.result.freed.extend(a for a in current if a.address in released)
 
 
 def reclaim(
@@ -348,11 +560,19 @@ def reclaim(
     *,
     grace: timedelta = DEFAULT_GRACE,
     dry_run: bool = False,
+    force: bool = False,
 ) -> ReclaimResult:
-    """Free the allocations whose claims ``source`` proves gone.
+    """Free the allocations whose claims ``source`` proves gone, batch by batch.
 
     Raises :class:`NothingProven` (nothing freed) when the source cannot
-    prove anything.  With no allocation, the source is not asked.
+    prove anything or speaks for another cluster; :class:`WouldFreeEverything`
+    when every claim of a store of :data:`FORCE_THRESHOLD` or more
+    allocations is gone and ``force`` is not set; :class:`RunCutShort` (with
+    what was freed) when the evidence failed part-way.  With no allocation,
+    the source is not asked.
+
+    Frees wait until a batch shows a live claim: until then the run may yet
+    turn out to be "every claim is gone", which only ``force`` frees.
     """
     if grace < timedelta(0):
         raise ValueError("the grace period must not be negative")
@@ -361,37 +581,37 @@ def reclaim(
     result.checked = len(allocs)
     if not allocs:
         return result
-    evidence = source.prove_gone(_claims_of(allocs))
-    result.evidence = evidence.how
-    cutoff = evidence.as_of - grace
-    by_owner: dict[Owner, list[Allocation]] = {}
-    for alloc in allocs:
-        if alloc.owner.claim_uid in evidence.gone:
-            by_owner.setdefault(alloc.owner, []).append(alloc)
-    ripe = {
-        owner: judged
-        for owner, judged in by_owner.items()
-        if all(a.created_at <= cutoff for a in judged)
-    }
-    freeable = {a.address for judged in ripe.values() for a in judged}
-    for owner, judged in sorted(by_owner.items()):
-        if owner not in ripe:
-            result.kept_recent.extend(judged)
-            continue
-        if dry_run:
-            result.freed.extend(judged)
-            continue
-        # Re-read: what the owner holds now (its NIC's linked identities
-        # included) must all have been judged freeable, else leave it for the
-        # next run.  Empty: already released through a linked identity.
-        current = store.held(owner)
-        if not current:
-            continue
-        if any(a.address not in freeable or a.created_at > cutoff for a in current):
-            result.changed.append(owner)
-            continue
-        released = set(store.release(owner))
-        result.freed.extend(a for a in current if a.address in released)
+    claims = _claims_of(allocs)
+    guarded = len(allocs) >= FORCE_THRESHOLD and not force
+    run = _Run(store, allocs, result, grace)
+    evidence_iter = source.prove_in_batches(claims, store, record=not dry_run)
+    try:
+        for evidence in evidence_iter:
+            result.evidence = evidence.how
+            run.judge(evidence)
+            if run.live_seen or not guarded:
+                run.free_held_back(dry_run)
+    except NothingProven as exc:
+        if result.freed or result.changed:
+            raise RunCutShort(
+                f"{exc} ({len(result.freed)} allocation(s) of claims proven gone before it "
+                "were freed)",
+                result,
+            ) from exc
+        raise
+    if run.held_back and not run.live_seen:
+        count = sum(len(judged) for _owner, judged, _cutoff in run.held_back)
+        if not dry_run:
+            raise WouldFreeEverything(
+                f"the evidence ({result.evidence}) says every one of the {len(claims)} claim(s) "
+                f"of this store is gone, which would free all {count} of its allocation(s) at "
+                "once: that is what a wrong cluster or context, or a broken API, looks like, "
+                "so nothing was freed; check where the evidence came from, then run "
+                f"`dranet-cloud ipam gc` again with --force to free the {count}",
+                count,
+            )
+        result.needs_force = True
+    run.free_held_back(dry_run)
     return result
 
 

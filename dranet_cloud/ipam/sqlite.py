@@ -1012,6 +1012,21 @@ class SqliteStore:
             keys = self._keys_of(conn, None)
         return [_to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
 
+    def get_meta(self, key: str) -> str | None:
+        """A fact recorded about the store (``cluster_uid``), ``None`` when never recorded."""
+        with self._snapshot() as conn:
+            row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a fact about the store, durably (replacing an earlier value)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO store_meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
     def close(self) -> None:
         """Close the connection; later calls raise.  Closing twice is fine."""
         with self._lock:

@@ -20,7 +20,14 @@ from datetime import timedelta
 
 from ..errors import ConfigError
 from ..ipam.base import IpamStore
-from ..ipam.reclaim import DEFAULT_GRACE, ClaimSource, NothingProven, ReclaimResult, reclaim
+from ..ipam.reclaim import (
+    DEFAULT_GRACE,
+    ClaimSource,
+    NothingProven,
+    ReclaimResult,
+    RunCutShort,
+    reclaim,
+)
 from ..ipam.reclaim import describe_claim as _describe_claim
 
 log = logging.getLogger(__name__)
@@ -67,6 +74,11 @@ class PeriodicCollector:
                 result.freed = freed
             else:
                 result = reclaim(self.store(), settings.source, grace=settings.grace)
+        except RunCutShort as exc:
+            self.failed_runs += 1
+            self._count(exc.result)
+            log.warning("ipam gc stopped part-way, will go on in %g s: %s", self.interval, exc)
+            return None
         except NothingProven as exc:
             self.failed_runs += 1
             log.warning("ipam gc freed nothing, will retry in %g s: %s", self.interval, exc)
@@ -81,6 +93,15 @@ class PeriodicCollector:
             )
             return None
         self.runs += 1
+        self._count(result)
+        if result.freed or result.kept_recent or result.changed:
+            log.info("%s", result.summary())
+        else:
+            log.debug("%s", result.summary())
+        return result
+
+    def _count(self, result: ReclaimResult) -> None:
+        """Count and log what a run freed (a run cut short included)."""
         self.freed_total += len(result.freed)
         for alloc in result.freed:
             log.info(
@@ -89,11 +110,6 @@ class PeriodicCollector:
                 alloc.owner,
                 _describe_claim(alloc),
             )
-        if result.freed or result.kept_recent or result.changed:
-            log.info("%s", result.summary())
-        else:
-            log.debug("%s", result.summary())
-        return result
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
