@@ -36,6 +36,7 @@ RANGES = [ip_range_from_cidr("10.40.0.0/24"), ip_range_from_cidr("fd00:40::/64")
 HOUR_AGO = datetime.now(timezone.utc) - timedelta(hours=1)
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 NAMESPACED = "/apis/resource.k8s.io/v1/namespaces/"
+KUBE_SYSTEM = "/api/v1/namespaces/kube-system"
 
 
 def run_cli(argv: list[str]) -> int:
@@ -78,7 +79,10 @@ def test_only_deleted_and_replaced_claims_are_freed(
     assert {a.owner.claim_uid for a in result.freed} == {uids["b"], uids["old_c"]}
     assert len(result.freed) == 4  # two families each
     assert held_uids(store) == {uids["a"]}
+    assert store.get_meta("cluster_uid") == kube.cluster_uid  # recorded on first contact
     requests = kube.emulator.requests()
+    assert requests[0].path == KUBE_SYSTEM  # the cluster is checked before anything else
+    requests = requests[1:]
     if named:  # one GET per claim, no list
         assert sorted(r.path for r in requests) == [
             f"{NAMESPACED}team/resourceclaims/{n}" for n in ("a", "b", "c")

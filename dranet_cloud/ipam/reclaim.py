@@ -92,6 +92,7 @@ FORCE_THRESHOLD = 10
 # Claims proven (GET each) and freed together before the next batch is judged.
 CLAIM_BATCH = 100
 CLUSTER_UID_KEY = "cluster_uid"
+NOTHING_FREED = "; nothing was freed"
 
 
 class NothingProven(DranetCloudError):
@@ -241,8 +242,10 @@ class KubernetesClaims:
         if known == uid:
             return
         if known is not None and not self.adopt:
+            context = getattr(self.client, "context_name", None)
+            where = f"{self.client.source}, context {context}" if context else self.client.source
             raise ClusterMismatch(
-                f"the Kubernetes API ({self.client.source}) is cluster {uid} (kube-system "
+                f"the Kubernetes API ({where}) is cluster {uid} (kube-system "
                 f"Namespace UID), but this store's claims came from cluster {known}; nothing "
                 "was freed: every claim of another cluster looks gone from this one. Point "
                 "--kubeconfig (or its current context) at this node's cluster; if the node "
@@ -299,13 +302,13 @@ class KubernetesClaims:
         except KubeError as exc:
             if left < self.client.timeout and time.monotonic() >= until:
                 raise self._out_of_budget() from exc
-            raise NothingProven(f"{exc}; nothing more was freed") from exc
+            raise NothingProven(f"{exc}{NOTHING_FREED}") from exc
 
     def _out_of_budget(self) -> NothingProven:
         return NothingProven(
             f"the API calls of this run took longer than its budget ({self.budget_flag} "
-            f"{self.run_timeout:g}s) at {self.describe()}; what was proven before was freed, "
-            f"the rest waits for the next run; raise {self.budget_flag} if the API is this slow"
+            f"{self.run_timeout:g}s) at {self.describe()}; raise {self.budget_flag} if the API "
+            f"is this slow{NOTHING_FREED}"
         )
 
 
@@ -594,8 +597,8 @@ def reclaim(
     except NothingProven as exc:
         if result.freed or result.changed:
             raise RunCutShort(
-                f"{exc} ({len(result.freed)} allocation(s) of claims proven gone before it "
-                "were freed)",
+                f"{str(exc).removesuffix(NOTHING_FREED)}; the {len(result.freed)} allocation(s) "
+                "of claims proven gone before it were freed, the rest waits for the next run",
                 result,
             ) from exc
         raise

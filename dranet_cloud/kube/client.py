@@ -318,6 +318,8 @@ class KubeClient:
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
         config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
+        # Named in errors that depend on which cluster this is (ipam gc's cluster check).
+        self.context_name: str | None = getattr(config, "context_name", None) or None
         self.timeout = timeout
         self.max_bytes = max_bytes
         if config.user is None:
