@@ -152,7 +152,10 @@ def test_rbac_grants_what_leak_reclaiming_and_cks_read() -> None:
     assert rules == {
         ("resource.k8s.io", "resourceclaims"): {"get", "list"},
         ("", "nodes"): {"get"},
+        ("", "namespaces"): {"get"},  # only kube-system: the cluster's identity
     }
+    namespaces = next(r for r in docs["ClusterRole"]["rules"] if "namespaces" in r["resources"])
+    assert namespaces["resourceNames"] == ["kube-system"]
     subject = docs["ClusterRoleBinding"]["subjects"][0]
     assert (subject["kind"], subject["name"], subject["namespace"]) == (
         "ServiceAccount",

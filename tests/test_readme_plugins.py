@@ -119,9 +119,14 @@ def test_readme_plugins_build_install_and_pass_conformance(tmp_path: Path) -> No
     assert bad.returncode == 2 and "did you mean 'family'" in bad.stderr
 
     # The suite adapts to the role: the enricher skips the cloud-only and
-    # profile checks (3, each with its reason), the cloud plugin only profile.
+    # profile checks (4, each with its reason), the cloud plugin only profile.
     expected = {
-        "acmenic": ("recognises its environment", "gives device configs", "no profile role"),
+        "acmenic": (
+            "recognises its environment",
+            "gives device configs",
+            "no profile role",
+            "reads a metadata server at start",
+        ),
         "acme": ("no profile role",),
     }
     for plugin, reasons in expected.items():
