@@ -6,7 +6,8 @@ with its own :class:`~dranet_cloud.kube.KubeClient`: every thread creates
 its share of N IPAddress objects, then deletes them with their UID
 precondition; one thread lists them all in between.  Prints, per phase, the
 calls per second, p50/p99 latency, and the emulator's and the clients' CPU
-time per call, then the call counts the emulator saw (``/emulator/calls``).
+time per call, then the call counts the emulator saw (``/emulator/calls``)
+and its resident memory.
 
 Run: ``python benchmarks/kube_api.py [--threads 100] [--objects 5000]
 [--latency 0.002] [--quick]`` (inside ``unshare -n`` like every manual run).
@@ -36,6 +37,14 @@ def process_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def phase(
@@ -133,6 +142,7 @@ def main() -> None:
             ready["url"] + CALLS_PATH, headers={"Authorization": f"Bearer {token}"}
         ).json()
         print(f"calls the emulator saw: {counts.get('ipaddresses', {})}")
+        print(f"emulator RSS at the end: {process_rss_mib(proc.pid):.0f} MiB")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

@@ -203,8 +203,11 @@ class KubernetesEmulator:
         self.token = token or secrets.token_urlsafe(24)
         self._lock = threading.Lock()
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
+        # Each object as a list item (JSON without kind/apiVersion), encoded once
+        # when stored: gets and list pages are joined from these strings.
+        self._items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
         self._rv = 1000
-        self._snapshots: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._snapshots: OrderedDict[str, list[str]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
         self._lost: list[_LostReplies] = []
         self._calls: Counter[tuple[str, str]] = Counter()
@@ -298,6 +301,25 @@ class KubernetesEmulator:
         self._rv += 1
         return str(self._rv)
 
+    def _store(self, resource: str, key: tuple[str, str], doc: dict[str, Any]) -> None:
+        """Keep ``doc`` and its list-item JSON (the caller holds the lock)."""
+        self._objects[resource][key] = doc
+        self._items[resource][key] = json.dumps(
+            {k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}
+        )
+
+    def _drop(self, resource: str, key: tuple[str, str]) -> dict[str, Any] | None:
+        self._items[resource].pop(key, None)
+        return self._objects[resource].pop(key, None)
+
+    def _object_json(self, resource: str, key: tuple[str, str]) -> str | None:
+        """The stored object as the API answers a get, ``None`` when absent."""
+        item = self._items[resource].get(key)
+        if item is None:
+            return None
+        head = f'{{"kind": "{_KIND[resource]}", "apiVersion": "{_API_VERSION[resource]}"'
+        return head + ("}" if item == "{}" else ", " + item[1:])
+
     def _put_namespace(self, name: str, uid: str) -> None:
         doc = {
             "apiVersion": "v1",
@@ -312,7 +334,7 @@ class KubernetesEmulator:
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         }
-        self._objects[NAMESPACES][("", name)] = doc
+        self._store(NAMESPACES, ("", name), doc)
 
     def add_claim(
         self,
@@ -446,7 +468,7 @@ class KubernetesEmulator:
         doc["kind"] = _KIND[resource]
         with self._lock:
             meta["resourceVersion"] = self._next_rv()
-            self._objects[resource][(meta.get("namespace", ""), meta["name"])] = doc
+            self._store(resource, (meta.get("namespace", ""), meta["name"]), doc)
         copy: dict[str, Any] = json.loads(json.dumps(doc))
         return copy
 
@@ -464,7 +486,7 @@ class KubernetesEmulator:
     def _remove(self, resource: str, namespace: str, name: str) -> bool:
         with self._lock:
             self._next_rv()
-            return self._objects[resource].pop((namespace, name), None) is not None
+            return self._drop(resource, (namespace, name)) is not None
 
     def claims(self) -> list[dict[str, Any]]:
         return self._copies(CLAIMS)
@@ -686,8 +708,7 @@ class KubernetesEmulator:
 
     def _get(self, resource: str, namespace: str, name: str) -> Response:
         with self._lock:
-            obj = self._objects[resource].get((namespace, name))
-            body = None if obj is None else json.dumps(obj)
+            body = self._object_json(resource, (namespace, name))
         if body is None:
             return _not_found(resource, name)
         return Response(200, body, {}, "application/json")
@@ -748,8 +769,8 @@ class KubernetesEmulator:
             else:
                 taken = False
                 meta["resourceVersion"] = self._next_rv()
-                store[key] = stored
-                body = json.dumps(stored)
+                self._store(IPADDRESSES, key, stored)
+                body = self._object_json(IPADDRESSES, key) or ""
         if taken:
             return _status(
                 409,
@@ -788,7 +809,7 @@ class KubernetesEmulator:
                         )
                         break
                 if conflict is None:
-                    del store[("", name)]
+                    self._drop(IPADDRESSES, ("", name))
                     self._next_rv()
         if obj is None:
             return _not_found(IPADDRESSES, name)
@@ -839,8 +860,9 @@ class KubernetesEmulator:
                     )
             else:
                 rv = str(self._rv)
+                items_json = self._items[resource]
                 snapshot = [
-                    {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                    items_json[key]
                     for key, obj in sorted(self._objects[resource].items())
                     if (namespace is None or key[0] == namespace)
                     and selector.matches(obj["metadata"].get("labels") or {})
@@ -858,13 +880,14 @@ class KubernetesEmulator:
             if end < len(snapshot):
                 meta["continue"] = _encode_continue(snap_id, end, rv)
                 meta["remainingItemCount"] = len(snapshot) - end
-            doc = {
+        head = json.dumps(
+            {
                 "kind": f"{_KIND[resource]}List",
                 "apiVersion": _API_VERSION[resource],
                 "metadata": meta,
-                "items": items,
             }
-            body = json.dumps(doc)
+        )
+        body = head[:-1] + ', "items": [' + ", ".join(items) + "]}"
         return Response(200, body, {}, "application/json")
 
 
