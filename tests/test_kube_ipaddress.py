@@ -445,9 +445,20 @@ def test_api_fault_spec() -> None:
     assert spec.latency == 0.002
     assert spec.failures == (("create", 503, 3), ("", 429, 1), ("get", 500, None))
     assert spec.lost_replies == (("create", 2),)
-    for bad in ("latency=-1", "latency=nan", "fail=patch:503", "fail=get:200", "lose-reply=get"):
+    for bad in (
+        "latency=-1",
+        "latency=nan",
+        "fail=patch:503",
+        "fail=get:200",
+        "fail=get:499",
+        "fail=get:503x0",
+        "lose-reply=get",
+        "drop=1",
+    ):
         with pytest.raises(ValueError, match="api fault spec"):
             parse_api_faults(bad)
+    with pytest.raises(ValueError, match="HTTP error status"):
+        KubernetesEmulator().fail(299)
     with KubernetesEmulator(api_faults="latency=0.001;lose-reply=create") as emu:
         assert emu.latency == 0.001
         with KubeClient(str(emu.write_kubeconfig()), timeout=5) as client:

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from http import HTTPStatus
 
-__all__ = ["VERBS", "ApiFaults", "check_verb", "finite_seconds", "parse_api_faults"]
+__all__ = [
+    "KNOWN_STATUSES",
+    "VERBS",
+    "ApiFaults",
+    "check_verb",
+    "finite_seconds",
+    "parse_api_faults",
+]
 
 VERBS = ("get", "list", "create", "delete")
+KNOWN_STATUSES = frozenset(s.value for s in HTTPStatus)
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,8 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
                 verb, _, rest = value.partition(":")
                 status_s, _, times_s = rest.lower().partition("x")
                 status = int(status_s)
-                if not 400 <= status <= 599:
-                    raise ValueError("the status must be 400-599")
+                if not 400 <= status <= 599 or status not in KNOWN_STATUSES:
+                    raise ValueError("the status must be a known HTTP error status, 400-599")
                 times = None if times_s == "*" else int(times_s) if times_s else 1
                 if times is not None and times < 1:
                     raise ValueError("the count must be at least 1 (or * for every call)")

@@ -58,7 +58,14 @@ from pathlib import Path
 from typing import Any
 
 from .emulator import Emulator, Faults, Request, Response
-from .kube_faults import VERBS, ApiFaults, check_verb, finite_seconds, parse_api_faults
+from .kube_faults import (
+    KNOWN_STATUSES,
+    VERBS,
+    ApiFaults,
+    check_verb,
+    finite_seconds,
+    parse_api_faults,
+)
 from .kube_rules import LabelSelector, SelectorError, ip_address_causes
 
 __all__ = [
@@ -596,6 +603,8 @@ class KubernetesEmulator:
         only requests of that verb on that resource.
         """
         check_verb(verb)
+        if not 400 <= status <= 599 or status not in KNOWN_STATUSES:
+            raise ValueError(f"fail({status}): expected an HTTP error status 400-599")
         if resource and resource not in RESOURCES:
             raise ValueError(f"unknown resource {resource!r}; known: {', '.join(RESOURCES)}")
         with self._lock:
