@@ -159,17 +159,14 @@ class HostRoot:
 
     def net_devices(self) -> list[DeviceIdentifiers]:
         """The node's NICs from ``/sys/class/net`` (loopback excluded)."""
-        from .models import DeviceIdentifiers, normalize_mac
+        from .hwaddr import link_address
+        from .models import DeviceIdentifiers
 
         out: list[DeviceIdentifiers] = []
         for name in self.listdir("/sys/class/net"):
             if name == "lo":
                 continue
-            mac = self.read_text(f"/sys/class/net/{name}/address")
-            try:
-                mac = normalize_mac(mac) if mac else None
-            except ValueError:
-                mac = None
+            mac = link_address(self.read_text(f"/sys/class/net/{name}/address"))
             pci = self.pci_address(name)
             out.append(DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci))
         return out

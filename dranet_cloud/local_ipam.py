@@ -17,9 +17,10 @@ from .context import InstanceSnapshot, ProviderContext
 from .errors import ConfigError, ProfileDenied
 from .hookspecs import hookimpl
 from .hostroot import HostRoot
+from .hwaddr import normalize_mac
 from .ipam.base import Owner
 from .iprange import IPRange
-from .models import DeviceIdentifiers, NetworkConfig, normalize_mac
+from .models import DeviceIdentifiers, NetworkConfig
 from .nic import LocalNic, decode_dra_name, described_nic, normalize_pci, resolve_nic
 from .subinterface import (
     inside_ranges,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -40,17 +39,18 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticUndefined
 
 from .claims import ClaimReference, resolve_claim
+from .hwaddr import normalize_mac
 
 log = logging.getLogger(__name__)
 
 MAX_INTERFACE_NAME = 15
-_HEX = re.compile(r"[0-9a-fA-F]")
 
 # Go integer types: decoding a number that does not fit is an error in Go.
 Int32 = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
@@ -71,20 +71,6 @@ _GEN1_IPVLAN = {"mode": {"l2": "L2"}, "flag": {"bridge": "Bridge"}}
 
 # Context key that switches unknown-field handling to DRANET's strict decoding.
 STRICT_FIELDS = "strict_fields"
-
-
-def normalize_mac(mac: str) -> str:
-    """Return ``mac`` lower-case and colon-separated.
-
-    Clouds publish MACs upper-case, dash-separated or without separators
-    (Azure: ``0011AAFFBB22``); Linux reports ``00:11:aa:ff:bb:22``.  Every MAC
-    comparison in this project goes through this function.
-    """
-    digits = "".join(_HEX.findall(mac))
-    if len(digits) != 12:
-        raise ValueError(f"not a 48-bit MAC address: {mac!r}")
-    digits = digits.lower()
-    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
 
 def _is_go_zero(value: Any) -> bool:
@@ -221,15 +207,20 @@ class DeviceIdentifiers(WireModel):
         out["name"] = data.get("name", "")
         return out
 
+    @field_validator("mac_address", mode="after")
+    @classmethod
+    def _go_mac(cls, value: str | None) -> str | None:
+        """What Go's ``net.ParseMAC`` accepts (6, 8 or 20 bytes), in the colon form.
+
+        A string that is not one is refused naming it, never repaired: DRANET
+        sends Go's ``HardwareAddr.String()``, so anything else is not DRANET.
+        """
+        return normalize_mac(value) if value else None
+
     @property
     def mac(self) -> str | None:
-        """The MAC normalized, or ``None`` when absent or unparsable."""
-        if not self.mac_address:
-            return None
-        try:
-            return normalize_mac(self.mac_address)
-        except ValueError:
-            return None
+        """The hardware address (normalized when the model was built), or ``None``."""
+        return self.mac_address or None
 
     def label(self) -> str:
         """A short human name for logs and errors."""

@@ -37,7 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .models import DeviceIdentifiers, normalize_mac
+from .hwaddr import link_address, normalize_mac
+from .models import DeviceIdentifiers
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -264,12 +265,7 @@ def _read_netdev(root: HostRoot, name: str) -> _Netdev | None:
     raw_mac = root.read_text(f"{base}/address")
     if raw_mac is None and not root.path(base).is_dir():
         return None
-    try:
-        mac = normalize_mac(raw_mac) if raw_mac else None
-    except ValueError:
-        mac = None  # IPoIB's 20-byte addresses are not MACs DRANET sends
-    if mac == "00:00:00:00:00:00":
-        mac = None
+    mac = link_address(raw_mac)
     pci = normalize_pci(root.pci_address(name))
     master = root.link_name(f"{base}/master")
     return _Netdev(name, mac, pci, master)
@@ -292,11 +288,7 @@ def _int_file(root: HostRoot, path: str) -> int | None:
 
 
 def _permanent_mac(root: HostRoot, name: str) -> str | None:
-    raw = root.read_text(f"/sys/class/net/{name}/bonding_slave/perm_hwaddr")
-    try:
-        return normalize_mac(raw) if raw else None
-    except ValueError:
-        return None
+    return link_address(root.read_text(f"/sys/class/net/{name}/bonding_slave/perm_hwaddr"))
 
 
 def _from_netdev(root: HostRoot, dev: _Netdev, given_name: str) -> LocalNic:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import unicodedata
 
+from .hwaddr import parse_hwaddr
 from .models import (
     ADDRESSING_DHCP,
     ADDRESSING_UNNUMBERED,
@@ -82,34 +83,10 @@ class ConfigInvalid(ValueError):
 
 # --- Go parsers ---------------------------------------------------------------
 
-_HEXDIGITS = frozenset("0123456789abcdefABCDEF")
-
 
 def parse_mac(text: str) -> bytes:
-    """Go's ``net.ParseMAC``: 6, 8 or 20 bytes, ``:``/``-`` pairs or ``.`` quads."""
-    s = text
-    if len(s) < 14:
-        raise ValueError(f"invalid MAC address {text!r}")
-    if s[2] in ":-":
-        sep = s[2]
-        if (len(s) + 1) % 3 != 0:
-            raise ValueError(f"invalid MAC address {text!r}")
-        groups = s.split(sep)
-        width = 2
-    elif s[4] == ".":
-        sep = "."
-        if (len(s) + 1) % 5 != 0:
-            raise ValueError(f"invalid MAC address {text!r}")
-        groups = s.split(sep)
-        width = 4
-    else:
-        raise ValueError(f"invalid MAC address {text!r}")
-    if any(len(g) != width or not set(g) <= _HEXDIGITS for g in groups):
-        raise ValueError(f"invalid MAC address {text!r}")
-    raw = bytes.fromhex("".join(groups))
-    if len(raw) not in (6, 8, 20):
-        raise ValueError(f"invalid MAC address {text!r}")
-    return raw
+    """Go's ``net.ParseMAC`` (:func:`dranet_cloud.hwaddr.parse_hwaddr`)."""
+    return parse_hwaddr(text)
 
 
 def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

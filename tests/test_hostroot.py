@@ -19,7 +19,7 @@ def build_node(root: Path) -> Path:
         .dmi(product_name="Alibaba Cloud ECS", sys_vendor="Alibaba Cloud", product_uuid="ABC-1")
         .hypervisor_uuid("ec2e1916-9099-7caf-fd21-012345abcdef")
         .nic("eth0", "00:16:3E:AA:BB:01", mtu=1500, pci="0000:00:05.0", driver="virtio-pci")
-        .nic("eth1", "00163eaabb02", mtu=8500, pci="0000:00:06.0", driver="mlx5_core")
+        .nic("eth1", "00-16-3E-AA-BB-02", mtu=8500, pci="0000:00:06.0", driver="mlx5_core")
         .nic("bond0", "00:16:3e:aa:bb:03", mtu=9000, bond_mode="802.3ad")
         .nic("bond1", "00:16:3e:aa:bb:04", bond_mode="active-backup 1")
         .infiniband("erdma_0", "0000:00:06.0", driver="mlx5_core")
@@ -150,12 +150,22 @@ def test_pci_device_without_netdev(tmp_path: Path) -> None:
     assert HostRoot(root).net_devices() == []
 
 
-def test_ipoib_address_is_kept_but_not_a_mac(tmp_path: Path) -> None:
+def test_ipoib_address_is_the_nics_hardware_address(tmp_path: Path) -> None:
+    # DRANET sends an IPoIB netdev's 20-byte address as mac_address.
     ipoib = "00:00:10:49:fe:80:00:00:00:00:00:00:b8:59:9f:03:00:d4:b5:3e"
-    root = HostRootBuilder(tmp_path / "n").nic("ib0", ipoib, mtu=2044).build()
+    root = (
+        HostRootBuilder(tmp_path / "n")
+        .nic("ib0", ipoib.upper().replace(":", "-"), mtu=2044)
+        .nic("tun0", "00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00")
+        .build()
+    )
     host = HostRoot(root)
     assert host.read_text("/sys/class/net/ib0/address") == ipoib
-    assert host.net_devices() == [DeviceIdentifiers(name="ib0")]
+    # A 16-byte tunnel address is no hardware address Go would parse.
+    assert host.net_devices() == [
+        DeviceIdentifiers(name="ib0", mac_address=ipoib),
+        DeviceIdentifiers(name="tun0"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -152,13 +152,21 @@ def test_route_scope_is_uint8() -> None:
 def test_device_identifiers_omit_empty_keep_name() -> None:
     assert DeviceIdentifiers(name="eth1").to_wire() == {"name": "eth1"}
     dev = DeviceIdentifiers(name="eth1", mac_address="42:01:C0:A8:01:02", pci_address="")
-    assert dev.to_wire() == {"mac_address": "42:01:C0:A8:01:02", "name": "eth1"}
+    # Normalized when built: the colon form Go's HardwareAddr.String() writes.
+    assert dev.to_wire() == {"mac_address": "42:01:c0:a8:01:02", "name": "eth1"}
     assert dev.mac == "42:01:c0:a8:01:02"
 
 
-@pytest.mark.parametrize("raw", ["0011AAFFBB22", "00-11-aa-ff-bb-22", "00:11:AA:FF:BB:22"])
+@pytest.mark.parametrize("raw", ["0000.5e00.5301", "00-00-5E-00-53-01", "00:00:5e:00:53:01"])
 def test_normalize_mac(raw: str) -> None:
-    assert normalize_mac(raw) == "00:11:aa:ff:bb:22"
+    assert normalize_mac(raw) == "00:00:5e:00:53:01"
+
+
+@pytest.mark.parametrize("raw", ["00005e005301", "rekharoy:3f:d2:b3:0b:0c", "deadbeef-cafe"])
+def test_device_identifiers_refuse_what_go_refuses(raw: str) -> None:
+    with pytest.raises(ValidationError, match="invalid MAC address") as err:
+        DeviceIdentifiers(name="eth1", mac_address=raw)
+    assert raw in str(err.value)
 
 
 def test_normalize_mac_rejects_garbage() -> None:

@@ -312,7 +312,8 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
     the NIC by MAC, then PCI address, then name.  With ``host_root`` the
     identifiers are completed from the NIC they resolve to.
     """
-    from ..models import DeviceIdentifiers, normalize_mac
+    from ..hwaddr import normalize_mac
+    from ..models import DeviceIdentifiers
 
     fields: dict[str, str] = {}
     if "=" not in spec:

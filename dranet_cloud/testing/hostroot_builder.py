@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models import normalize_mac
+from ..hwaddr import normalize_mac
 
 __all__ = ["HostRootBuilder"]
 
@@ -112,7 +112,7 @@ class HostRootBuilder:
             try:
                 mac = normalize_mac(mac)
             except ValueError:
-                mac = mac.strip().lower()  # IPoIB's 20-byte addresses stay as given
+                mac = mac.strip().lower()  # a tunnel's 4- or 16-byte address stays as given
         if driver is not None and pci is None:
             raise ValueError(f"nic {name}: a driver needs a PCI address")
         if pci is not None:

@@ -2,8 +2,8 @@
 
 Instance-wide facts (type, region, zone) go on every NIC so a claim can
 select by them; ENI facts (interface, VPC and vSwitch ids) only on NICs the
-metadata lists.  ``erdma`` comes from the node itself: a NIC is an eRDMA
-device exactly when its PCI function is what an
+metadata lists.  ``erdma`` comes from the node itself and, as DRANET does, is
+set (``true``) only on an eRDMA device: a NIC is one exactly when its PCI function is what an
 ``/sys/class/infiniband/erdma*`` device links to.
 """
 
@@ -66,7 +66,9 @@ def device_attributes(
     host_root: HostRoot, instance: AliyunInstance | None, device: DeviceIdentifiers
 ) -> AttributeMap:
     """All attributes this plugin publishes for ``device``."""
-    out: AttributeMap = {ERDMA: DeviceAttribute.of(is_erdma(host_root, device))}
+    # DRANET sets erdma only on eRDMA devices (never ``false``), so a selector
+    # testing whether the attribute exists matches the same NICs here.
+    out: AttributeMap = {ERDMA: DeviceAttribute.of(True)} if is_erdma(host_root, device) else {}
     if instance is None:
         return out
     _put_string(out, INSTANCE_TYPE, instance.instance_type, device)

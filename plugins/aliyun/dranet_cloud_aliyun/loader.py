@@ -12,6 +12,8 @@ import logging
 import re
 import time
 
+from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.hwaddr import entry_mac, no_usable_nic
 from dranet_cloud.logsafe import safe
 from dranet_cloud.metadata import (
     MetadataClient,
@@ -19,7 +21,6 @@ from dranet_cloud.metadata import (
     MetadataNotADocument,
     require_shape,
 )
-from dranet_cloud.models import normalize_mac
 
 from .constants import METADATA_ROOT, PLUGIN
 from .detection import INSTANCE_ID
@@ -41,23 +42,18 @@ def _path(key: str) -> str:
     return f"{METADATA_ROOT}/{key}"
 
 
-def parse_mac_listing(listing: str | None) -> list[str]:
+def parse_mac_listing(listing: str | None, document: str = "the NIC listing") -> list[str]:
     """MAC directory names from a listing (``00:16:3e:12:34:56/`` a line).
 
-    Entries that are not MACs are skipped with a warning: the listing is
-    the one place a misbehaving server could smuggle in odd path segments.
+    Entries that are not MACs (as Go parses them) are skipped with one
+    warning each, naming the entry and ``document``: the listing is the one
+    place a misbehaving server could smuggle in odd path segments.
     """
     out: list[str] = []
     for line in (listing or "").splitlines():
         name = line.strip().rstrip("/")
-        if not name:
-            continue
-        try:
-            normalize_mac(name)
-        except ValueError:
-            log.warning("%s: ignoring %r in the NIC listing: not a MAC address", PLUGIN, name)
-            continue
-        out.append(name)
+        if name and entry_mac(name, plugin=PLUGIN, entry=f"entry {name!r}", document=document):
+            out.append(name)
     return out
 
 
@@ -78,6 +74,10 @@ def _round(client: MetadataClient, paths: list[str], until: float) -> dict[str, 
             raise
     log.debug("%s: a token was rejected twice; repeating the round one request at a time", PLUGIN)
     return client.get_many(paths, deadline=_left(until), max_workers=1)
+
+
+def _lines(text: str | None) -> int:
+    return sum(1 for line in (text or "").splitlines() if line.strip())
 
 
 def _left(until: float) -> float:
@@ -123,7 +123,10 @@ def load_instance(client: MetadataClient, deadline: float) -> AliyunInstance:
     """Fetch and parse the snapshot, retrying until ``deadline`` seconds have passed."""
     until = time.monotonic() + deadline
     first = _round(client, [_path(k) for k in INSTANCE_KEYS.values()] + [MACS_PATH], until)
-    macs = parse_mac_listing(first[MACS_PATH])
+    listing = f"the NIC listing {client.endpoint.url}{MACS_PATH}"
+    macs = parse_mac_listing(first[MACS_PATH], listing)
+    if not macs:
+        raise ProviderUnavailable(f"{PLUGIN}: {no_usable_nic(listing, _lines(first[MACS_PATH]))}")
     nic_paths = {mac: {key: f"{MACS_PATH}{mac}/{key}" for key in NIC_KEYS} for mac in macs}
     answers = _round(client, [p for keys in nic_paths.values() for p in keys.values()], until)
     nics: dict[str, AliyunNic] = {}

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import DeviceIdentifiers, normalize_mac
+from dranet_cloud.hwaddr import normalize_mac
+from dranet_cloud.models import DeviceIdentifiers
 
 from .constants import PLUGIN
 

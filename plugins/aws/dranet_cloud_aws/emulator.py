@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from dranet_cloud.errors import ConfigError
-from dranet_cloud.models import normalize_mac
+from dranet_cloud.hwaddr import normalize_mac
 from dranet_cloud.testing import (
     MISSING,
     Emulator,

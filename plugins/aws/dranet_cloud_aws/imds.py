@@ -53,7 +53,7 @@ from dranet_cloud.metadata import (
     resolve_endpoint,
 )
 
-from .snapshot import ENI_KEYS, PLACEMENT_KEYS, PLUGIN, AwsInstance, parse_listing
+from .snapshot import ENI_KEYS, PLACEMENT_KEYS, PLUGIN, AwsInstance, listed_macs
 
 log = logging.getLogger(__name__)
 
@@ -303,8 +303,14 @@ def load_instance(context: ProviderContext, deadline: float) -> AwsInstance:
         # fallback) before the concurrent waves share it.
         document = _document(session.get(DOCUMENT_PATH), session.endpoint.url)
         first = session.get_many([MACS_PATH, *(META + k for k in PLACEMENT_KEYS)])
-        macs = parse_listing(first[MACS_PATH])
-        eni_paths = {mac: [f"{MACS_PATH}{mac}/{key}" for key in ENI_KEYS] for mac in macs}
+        listing = f"the MAC listing {session.endpoint.url}{MACS_PATH}"
+        try:
+            macs = listed_macs(first[MACS_PATH], listing)
+        except ValueError as exc:
+            raise ProviderUnavailable(f"aws: {exc}") from exc
+        eni_paths = {
+            mac: [f"{MACS_PATH}{entry}/{key}" for key in ENI_KEYS] for mac, entry in macs.items()
+        }
         values = session.get_many(p for paths in eni_paths.values() for p in paths)
         enis: dict[str, Mapping[str, str | None]] = {
             mac: {key: values[path] for key, path in zip(ENI_KEYS, paths, strict=True)}

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import normalize_mac
+from dranet_cloud.hwaddr import entry_mac, no_usable_nic, normalize_mac
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,24 @@ def split_lines(raw: str | None) -> list[str]:
 def parse_listing(raw: str | None) -> list[str]:
     """A directory listing: entry names, the trailing ``/`` of sub-directories removed."""
     return [entry.rstrip("/") for entry in split_lines(raw)]
+
+
+def listed_macs(raw: str | None, document: str) -> dict[str, str]:
+    """``{normalized MAC: entry as listed}`` for the MAC listing's usable entries.
+
+    An entry that is not a MAC is skipped with one warning naming it and the
+    listing, and is never fetched (its name would become part of a URL); the
+    other ENIs are used.  A listing with no usable MAC at all is an error.
+    """
+    entries = parse_listing(raw)
+    out: dict[str, str] = {}
+    for entry in entries:
+        mac = entry_mac(entry, plugin=PLUGIN, entry=f"entry {entry!r}", document=document)
+        if mac is not None:
+            out.setdefault(mac, entry)
+    if not out:
+        raise no_usable_nic(document, len(entries))
+    return out
 
 
 def _int_or_none(raw: str | None, what: str) -> int | None:

@@ -67,7 +67,7 @@ def test_eni_from_raw_drops_garbage_and_defaults_the_card() -> None:
     assert eni.ipv4_prefixes == ["10.0.1.16/28"]
 
 
-def test_instance_known_macs_are_normalized_and_lookup_accepts_any_spelling() -> None:
+def test_instance_known_macs_are_normalized_and_lookup_accepts_go_spellings() -> None:
     inst = AwsInstance.from_raw(
         endpoint="http://127.0.0.1:1",
         document={"instanceId": "i-1", "instanceType": "p5.48xlarge", "region": "us-east-2"},
@@ -75,7 +75,8 @@ def test_instance_known_macs_are_normalized_and_lookup_accepts_any_spelling() ->
         enis={"0E:5C:1A:2B:3C:01": {"device-number": "0"}},
     )
     assert inst.known_macs() == frozenset({"0e:5c:1a:2b:3c:01"})
-    assert inst.eni("0e5c1a2b3c01") is not None
+    assert inst.eni("0E-5C-1A-2B-3C-01") is not None
+    assert inst.eni("0e5c1a2b3c01") is None  # AWS never publishes bare hex: not a MAC here
     assert inst.eni("not a mac") is None
     assert inst.partition_number == 3 and inst.placement_group is None
     assert inst.identity.instance_type == "p5.48xlarge"

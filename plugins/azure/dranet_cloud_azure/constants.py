@@ -32,6 +32,8 @@ VM_SIZE = f"{ATTRIBUTE_DOMAIN}/vmSize"
 PLACEMENT_GROUP_ID = f"{ATTRIBUTE_DOMAIN}/placementGroupId"
 INTERCONNECT_GROUP_ID = f"{ATTRIBUTE_DOMAIN}/interconnectGroupId"
 INTERCONNECT_SUBGROUP_ID = f"{ATTRIBUTE_DOMAIN}/interconnectSubgroupId"
+# Per NIC (DRANET PR #335): IMDS ipv4.subnet[0] as "<address>/<prefix>".
+IPV4_SUBNET = f"{ATTRIBUTE_DOMAIN}/ipv4Subnet"
 # Beyond DRANET: the accelerated-networking pairing (see pairing.py).
 ACCELERATED_NETWORKING = f"{ATTRIBUTE_DOMAIN}/acceleratedNetworking"
 ACCELERATED_NETWORKING_VF = f"{ATTRIBUTE_DOMAIN}/acceleratedNetworkingVf"

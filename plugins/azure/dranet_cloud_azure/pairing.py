@@ -23,7 +23,8 @@ import enum
 from dataclasses import dataclass
 
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers, normalize_mac
+from dranet_cloud.hwaddr import link_address
+from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.nic import LocalNic, resolve_nic
 
 from .constants import NETVSC_DRIVER
@@ -47,11 +48,7 @@ class PairedNic:
 
 
 def _mac_of(host_root: HostRoot, ifname: str) -> str | None:
-    raw = host_root.read_text(f"/sys/class/net/{ifname}/address")
-    try:
-        return normalize_mac(raw) if raw else None
-    except ValueError:
-        return None
+    return link_address(host_root.read_text(f"/sys/class/net/{ifname}/address"))
 
 
 def classify(host_root: HostRoot, nic: LocalNic) -> PairedNic | None:

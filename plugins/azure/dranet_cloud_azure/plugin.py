@@ -95,6 +95,7 @@ def attribute_ranking() -> list[str]:
         ACCELERATED_NETWORKING_VF,
         INTERCONNECT_GROUP_ID,
         INTERCONNECT_SUBGROUP_ID,
+        IPV4_SUBNET,
         PLACEMENT_GROUP_ID,
         VM_SIZE,
     )
@@ -104,6 +105,7 @@ def attribute_ranking() -> list[str]:
         INTERCONNECT_GROUP_ID,
         INTERCONNECT_SUBGROUP_ID,
         VM_SIZE,
+        IPV4_SUBNET,
         ACCELERATED_NETWORKING_VF,
         ACCELERATED_NETWORKING,
     ]

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import normalize_mac
+from dranet_cloud.hwaddr import entry_mac, no_usable_nic
 from dranet_cloud.shapes import require_shape
 
 from .constants import PLUGIN
@@ -102,23 +102,28 @@ def _addresses(entries: Any, key: str, version: int, what: str) -> list[str]:
     return out
 
 
-def parse_nic(index: int, entry: Any) -> AzureNic | None:
-    """One ``network.interface`` entry, or ``None`` (with a warning) when unusable."""
+def parse_nic(
+    index: int, entry: Any, document: str = "the IMDS instance document"
+) -> AzureNic | None:
+    """One ``network.interface`` entry, or ``None`` (one warning naming it) when unusable.
+
+    IMDS spells a MAC as 12 hex digits (``000D3A4F2B1C``); that form alone is
+    read, and anything else is refused as it stands, never repaired.
+    """
     if not isinstance(entry, dict):
-        log.warning("%s: network.interface[%d] is not an object; skipped", PLUGIN, index)
+        log.warning(
+            "%s: network.interface[%d] in %s is not an object; skipped", PLUGIN, index, document
+        )
         return None
     imds_mac = _text(entry.get("macAddress"))
-    try:
-        mac = normalize_mac(imds_mac)
-    except ValueError:
-        log.warning(
-            "%s: network.interface[%d] has macAddress %r, not a MAC; skipped (its table "
-            "number %d stays reserved)",
-            PLUGIN,
-            index,
-            imds_mac[:40],
-            100 + index,
-        )
+    mac = entry_mac(
+        imds_mac,
+        plugin=PLUGIN,
+        entry=f"network.interface[{index}] (its table {100 + index} stays reserved)",
+        document=document,
+        bare_hex=True,
+    )
+    if mac is None:
         return None
     what = f"network.interface[{index}]"
     ipv4 = _object(entry.get("ipv4"))
@@ -158,9 +163,14 @@ def parse_instance(document: Any, *, endpoint: str | None = None) -> AzureInstan
     elif not isinstance(entries, list):
         log.warning("%s: network.interface is not a list; no NIC facts", PLUGIN)
         entries = []
-    nics = [nic for i, e in enumerate(entries) if (nic := parse_nic(i, e)) is not None]
     for key, (meaning, pattern) in _COMPUTE_SHAPES.items():
         require_shape(_text(compute.get(key)) or None, f"compute.{key}", meaning, pattern)
+    document_name = f"the IMDS instance document from {endpoint or 'IMDS'}"
+    nics = [
+        nic for i, e in enumerate(entries) if (nic := parse_nic(i, e, document_name)) is not None
+    ]
+    if not nics:
+        raise no_usable_nic(f"network.interface of {document_name}", len(entries))
     return AzureInstance(
         endpoint=endpoint,
         vm_id=_text(compute.get("vmId")),

@@ -141,7 +141,8 @@ def test_parsing_is_lenient_where_dranet_is(caplog: pytest.LogCaptureFixture) ->
     assert [(n.index, n.mac, n.ipv4_addresses) for n in inst.interfaces] == [
         (1, "00:0d:3a:00:00:01", [])
     ]
-    assert "network.interface[0] is not an object" in caplog.text
+    assert "network.interface[0] in the IMDS instance document" in caplog.text
+    assert "is not an object" in caplog.text
     with pytest.raises(ValueError):
         parse_instance({"network": {}})
 

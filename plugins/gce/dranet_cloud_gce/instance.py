@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import DeviceIdentifiers, normalize_mac
+from dranet_cloud.hwaddr import entry_mac, no_usable_nic
+from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.shapes import require_shape
 
 from .machines import gpudirect_for
@@ -182,15 +183,14 @@ def _ipv6_ranges(raw: Any, index: int) -> list[str]:
     return out
 
 
-def parse_nic(index: int, raw: Any) -> GceNic | None:
-    """One NIC, or ``None`` (logged) when it has no usable MAC."""
+def parse_nic(index: int, raw: Any, document: str = "the metadata tree") -> GceNic | None:
+    """One NIC, or ``None`` (one warning naming it) when it has no usable MAC."""
+    entry = f"instance/network-interfaces/{index}"
     if not isinstance(raw, dict):
-        log.warning("gce: NIC %d in the metadata is not an object; skipped", index)
+        log.warning("gce: %s in %s is not an object; skipped", entry, document)
         return None
-    try:
-        mac = normalize_mac(str(raw.get("mac", "")))
-    except ValueError:
-        log.warning("gce: NIC %d has no valid MAC (%r); skipped", index, raw.get("mac"))
+    mac = entry_mac(raw.get("mac"), plugin=PLUGIN, entry=f"{entry}/mac", document=document)
+    if mac is None:
         return None
     network = _as_str(raw.get("network"))
     project_number, network_name = parse_network(network)
@@ -242,10 +242,12 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
         )
 
     raw_nics = inst.get("networkInterfaces")
+    entries = raw_nics if isinstance(raw_nics, list) else []
+    document = f"the metadata tree from {endpoint or 'the metadata server'}"
     nics: list[GceNic] = []
     seen: set[str] = set()
-    for index, raw in enumerate(raw_nics if isinstance(raw_nics, list) else []):
-        nic = parse_nic(index, raw)
+    for index, raw in enumerate(entries):
+        nic = parse_nic(index, raw, document)
         if nic is None:
             continue
         if nic.mac in seen:
@@ -253,6 +255,8 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
             continue
         seen.add(nic.mac)
         nics.append(nic)
+    if not nics:
+        raise no_usable_nic(f"instance/network-interfaces of {document}", len(entries))
 
     return GceInstance(
         endpoint=endpoint,

@@ -73,13 +73,16 @@ def load_instance(client: MetadataClient, deadline: float) -> OciInstance:
             f"{INSTANCE_PATH} (404 or not an object): not OCI IMDS v2; point {ENDPOINT_ENV} "
             "at OCI IMDS v2 or its emulator, or enable IMDS v2 on the instance"
         )
-    instance = parse_instance(
-        instance_doc,
-        _json(client, HOST_PATH, answers[HOST_PATH]),
-        _json(client, VNICS_PATH, answers[VNICS_PATH]),
-        endpoint=client.endpoint.url,
-        host_missing=answers[HOST_PATH] is None,
-    )
+    try:
+        instance = parse_instance(
+            instance_doc,
+            _json(client, HOST_PATH, answers[HOST_PATH]),
+            _json(client, VNICS_PATH, answers[VNICS_PATH]),
+            endpoint=client.endpoint.url,
+            host_missing=answers[HOST_PATH] is None,
+        )
+    except ValueError as exc:
+        raise ProviderUnavailable(f"{PLUGIN}: {exc}") from exc
     log.info(
         "%s: instance %s (%s) with %d VNICs from %s",
         PLUGIN,

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import normalize_mac
+from dranet_cloud.hwaddr import entry_mac, no_usable_nic
 
 from .constants import HOST_PATH, OCID_SUFFIX_MAX, PLUGIN, TOPOLOGY_FIX
 
@@ -119,23 +119,26 @@ def _cidr(value: Any, what: str) -> str:
         return ""
 
 
-def parse_vnics(document: Any) -> list[OciVnic]:
-    """The VNIC list; entries without a usable MAC are skipped with a warning."""
+def parse_vnics(document: Any, name: str = "/opc/v2/vnics/") -> list[OciVnic]:
+    """The VNIC list; an entry without a usable MAC is skipped with one warning.
+
+    ``ValueError`` when the document lists no VNIC with a usable MAC (every
+    instance has its primary VNIC); ``None`` (a 404) is no document at all.
+    """
     if document is None:
         return []
     if not isinstance(document, list):
-        log.warning("%s: /opc/v2/vnics/ is not a list; no per-VNIC facts", PLUGIN)
+        log.warning("%s: %s is not a list; no per-VNIC facts", PLUGIN, name)
         return []
     out: list[OciVnic] = []
     for i, entry in enumerate(document):
         if not isinstance(entry, dict):
-            log.warning("%s: vnics[%d] is not an object; skipped", PLUGIN, i)
+            log.warning("%s: vnics[%d] in %s is not an object; skipped", PLUGIN, i, name)
             continue
-        raw_mac = _text(entry.get("macAddr"))
-        try:
-            mac = normalize_mac(raw_mac)
-        except ValueError:
-            log.warning("%s: vnics[%d] has macAddr %r, not a MAC; skipped", PLUGIN, i, raw_mac)
+        mac = entry_mac(
+            _text(entry.get("macAddr")), plugin=PLUGIN, entry=f"vnics[{i}].macAddr", document=name
+        )
+        if mac is None:
             continue
         what = f"vnics[{i}]"
         out.append(
@@ -149,6 +152,8 @@ def parse_vnics(document: Any) -> list[OciVnic]:
                 virtual_router_ip=_ip(entry.get("virtualRouterIp"), f"{what}.virtualRouterIp"),
             )
         )
+    if not out:
+        raise no_usable_nic(name, len(document))
     return out
 
 
@@ -226,6 +231,6 @@ def parse_instance(
         shape=_text(instance.get("shape")),
         region=_text(instance.get("canonicalRegionName")) or _text(instance.get("region")),
         availability_domain=_text(instance.get("availabilityDomain")),
-        vnics=parse_vnics(vnics),
+        vnics=parse_vnics(vnics, f"/opc/v2/vnics/ from {endpoint or 'IMDS'}"),
         **topology,
     )
