@@ -173,6 +173,9 @@ class SampleHost(NamedTuple):
     root: Path
     description: str
     claim_device: str | None = None  # a NIC that can carry an IPVLAN claim
+    # (NIC, profile) for a profile that gives the NIC an address of its own
+    # (Azure's InfiniBand NICs): the same address for every claim of it.
+    own_address_claim: tuple[str, str] | None = None
     # The emulator fixture this node matches, when it is not the plugin's
     # default one (a variant that is another instance type).
     fixture: Path | None = None

@@ -121,8 +121,12 @@ def run(args: argparse.Namespace) -> int:
                 ok=bool(devices) and any(d["config"] or d["attributes"] for d in described),
             )
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
-            if sample.claim_device is None and "profile" not in reg.roles(name):
-                report.step("no claims to make", f"plugin {name} has no profile role")
+            if sample.own_address_claim is not None:
+                _own_address_claims(report, host, devices, *sample.own_address_claim)
+            if sample.claim_device is None and (
+                "profile" not in reg.roles(name) or sample.own_address_claim is not None
+            ):
+                report.step("no IPVLAN claims to make", f"plugin {name} has no subinterface ranges")
             elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
             else:
@@ -172,6 +176,28 @@ def run(args: argparse.Namespace) -> int:
             "demo " + ("FAILED\n" if report.failed else "finished: all checks passed\n")
         )
     return 1 if report.failed else 0
+
+
+def _own_address_claims(report: Any, host: Any, devices: list[Any], nic: str, profile: str) -> None:
+    """Two claims of a NIC whose profile gives it its own address: the same one."""
+    from ..models import parse_user_config
+
+    dev = next((d for d in devices if d.name == nic), None)
+    if dev is None:
+        report.step("no NIC to claim", f"sample names {nic!r}", ok=False)
+        return
+    user = parse_user_config({"profile": profile})
+    a1 = host.network_config(dev, "claim-a", user).interface.addresses or []
+    a2 = host.network_config(dev, "claim-a", user).interface.addresses or []
+    b = host.network_config(dev, "claim-b", user).interface.addresses or []
+    report.step(
+        f"claims on {nic} with profile {profile}: the NIC's own address",
+        f"claim-a {a1}, retry {a2}, claim-b {b}",
+        {"first": a1, "retry": a2, "other": b},
+        ok=bool(a1) and a1 == a2 == b,
+    )
+    ok = host.release(dev, "claim-a") and host.release(dev, "claim-b")
+    report.step("released both claims", f"release ok: {ok}", ok=ok)
 
 
 def sample_devices(host: Any) -> list[Any]:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..hwaddr import normalize_mac
+from ..kvp import DEFAULT_POOL_PATH as DEFAULT_KVP_POOL
+from ..kvp import encode_pool
 
 __all__ = ["HostRootBuilder"]
 
@@ -76,7 +79,7 @@ class HostRootBuilder:
         self._ib: dict[str, str] = {}
         self._inet6: list[_Inet6] = []
         self._pci_devices: dict[str, str | None] = {}
-        self._files: dict[str, str] = {}
+        self._files: dict[str, str | bytes] = {}
         self._links: dict[str, str] = {}
         self._routes6: list[tuple[ipaddress.IPv6Network, ipaddress.IPv6Address, int, str]] = []
 
@@ -185,6 +188,13 @@ class HostRootBuilder:
         self._files[absolute] = content
         return self
 
+    def kvp_pool(
+        self, records: Iterable[tuple[str, str]], absolute: str = DEFAULT_KVP_POOL
+    ) -> HostRootBuilder:
+        """A Hyper-V KVP pool file (512-byte keys, 2048-byte values, NUL-padded)."""
+        self._files[absolute] = encode_pool(records)
+        return self
+
     def link(self, absolute: str, target: str) -> HostRootBuilder:
         """A symlink at ``absolute`` to ``target`` (both node paths), written relative
         (an SR-IOV VF's ``physfn``...)."""
@@ -286,10 +296,13 @@ class HostRootBuilder:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def _write(self, rel: str, content: str) -> None:
+    def _write(self, rel: str, content: str | bytes) -> None:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
 
     def _link(self, rel: str, target_rel: str) -> None:
         """A symlink at ``rel`` pointing relatively at ``target_rel`` (both under root)."""

@@ -3,8 +3,9 @@
 Thin on purpose: each hook hands over to the module that holds the logic.
 The metadata client (httpx) and the pydantic models are imported inside the
 hooks that need them, so loading the plugin for local evidence (every CLI
-command, every auto-detection) imports neither.  Azure has no profile role:
-DRANET's Azure provider answers attributes and routing only.
+command, every auto-detection) imports neither.  The profile role serves one
+profile, ``azure-ipoib`` (see :mod:`.ipoib`): an InfiniBand NIC's address
+from the Hyper-V KVP pool, which DRANET's own Azure provider does not offer.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from . import detection
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+    from dranet_cloud.settings import Setting
     from dranet_cloud.testing.emulator import Emulator
 
     from .snapshot import AzureInstance
@@ -44,6 +47,9 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
     from .imds import load_instance, open_client
+    from .ipoib import settings
+
+    settings(context)  # a bad --set azure.* stops the start, not the first claim
 
     with open_client(context.env, timeout=context.options.request_timeout) as client:
         return load_instance(client, deadline)
@@ -65,6 +71,47 @@ def device_config(
     from . import routing
 
     return routing.device_config(context.host_root, _ours(instance), device)
+
+
+@hookimpl
+def profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig,
+    claim: ClaimReference | None,
+) -> NetworkConfig | None:
+    from . import ipoib
+
+    return ipoib.profile_config(context, device, config)
+
+
+@hookimpl
+def release_profile_config(
+    context: ProviderContext,
+    instance: InstanceSnapshot,
+    device: DeviceIdentifiers,
+    claim_uid: str,
+    config: NetworkConfig | None,
+    claim: ClaimReference | None,
+) -> bool:
+    """Nothing to free: the host owns the KVP mapping, this plugin only reads it."""
+    return True
+
+
+@hookimpl
+def plugin_settings() -> list[Setting]:
+    """The ``azure-ipoib`` profile's settings (see :mod:`.ipoib`)."""
+    from dranet_cloud.settings import Setting
+
+    return [
+        Setting("ipoib_prefix_length", "int", "prefix length of azure-ipoib addresses (16)"),
+        Setting(
+            "kvp_pool", "path", "node path of the Hyper-V KVP pool (/var/lib/hyperv/.kvp_pool_0)"
+        ),
+        Setting("kvp_reread", "seconds", "re-read the KVP pool when older than this (5)"),
+    ]
 
 
 @hookimpl

@@ -6,11 +6,14 @@
 * ``enP40524s1``: its accelerated-networking VF (``mlx5_core``, PCI
   ``9e4c:00:02.0``), same MAC, enslaved to ``eth0``;
 * ``ib0``-``ib7``: the eight InfiniBand VFs (``0101:00:00.0``-``0108:00:00.0``,
-  ``mlx5_ib0``-``mlx5_ib7``) with IPoIB netdevs, whose 20-byte hardware
-  addresses are no MACs; IMDS does not list them.
+  ``mlx5_ib0``-``mlx5_ib7``) with IPoIB netdevs and 20-byte hardware
+  addresses; IMDS does not list them;
+* ``/var/lib/hyperv/.kvp_pool_0``: the Hyper-V KVP pool, whose ``IPoIB_Data``
+  lists one pair per IB NIC (eight), the KVP MAC being bytes 12-14 and 17-19
+  of the NIC's address.
 
-There is no claim device: Azure has no profile role (DRANET's provider
-answers attributes and routing only).
+No IPVLAN claim device (Azure hands out no subinterface ranges); the
+``azure-ipoib`` profile is demonstrated on ``ib0``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from dranet_cloud.context import SampleHost
+from dranet_cloud.hwaddr import format_bare_hex, parse_hwaddr
 from dranet_cloud.testing import HostRootBuilder
 
 from .constants import DMI_CHASSIS_ASSET_TAG, NETVSC_DRIVER
+from .ipoib import KVP_KEY, PROFILE, kvp_mac
 
 ETH0 = "eth0"
 ETH0_MAC = "00:0d:3a:4f:2b:1c"
@@ -38,6 +43,30 @@ IB_NICS = tuple(
     )
     for i in range(8)
 )
+# The address the host assigns each IB NIC (IPoIB_Data in the KVP pool).
+IB_ADDRESSES = tuple(f"172.16.1.{10 + i}" for i in range(8))
+
+
+def ipoib_data(pairs: list[tuple[str, str]]) -> str:
+    """``NUMPAIRS:<N>|<12-hex MAC>:<IPv4>|...``, as the Azure host writes it."""
+    return "|".join([f"NUMPAIRS:{len(pairs)}", *(f"{mac}:{ip}" for mac, ip in pairs)])
+
+
+def kvp_pairs(count: int = 8) -> list[tuple[str, str]]:
+    """(KVP MAC, address) of the first ``count`` IB NICs of the sample."""
+    return [
+        (format_bare_hex(kvp_mac(parse_hwaddr(hwaddr))), ip)
+        for (_, hwaddr, _, _), ip in list(zip(IB_NICS, IB_ADDRESSES, strict=True))[:count]
+    ]
+
+
+def kvp_records(count: int = 8) -> list[tuple[str, str]]:
+    """A KVP pool's records: a few of the host's usual keys, then ``IPoIB_Data``."""
+    return [
+        ("HostName", "nd-h100-host-17"),
+        ("VirtualMachineName", "nd96isr-node-0"),
+        (KVP_KEY, ipoib_data(kvp_pairs(count))),
+    ]
 
 
 def nd_h100_v5_host(dest: Path) -> SampleHost:
@@ -63,6 +92,7 @@ def nd_h100_v5_host(dest: Path) -> SampleHost:
     for name, hwaddr, pci, ib in IB_NICS:
         builder.nic(name, hwaddr, mtu=2044, pci=pci, driver="mlx5_core")
         builder.infiniband(ib, pci)
+    builder.kvp_pool(kvp_records())
     root = builder.build()
     return SampleHost(
         root=root,
@@ -71,6 +101,7 @@ def nd_h100_v5_host(dest: Path) -> SampleHost:
             "accelerated-networking VF enP40524s1, and eight InfiniBand VFs ib0-ib7"
         ),
         claim_device=None,
+        own_address_claim=(IB_NICS[0][0], PROFILE),
     )
 
 
