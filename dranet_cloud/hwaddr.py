@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import logging
 
-from .logsafe import safe
+from .logsafe import WarnOnce, safe
 
 log = logging.getLogger(__name__)
+# A bad entry is warned about once, not again on every snapshot reload.
+_bad_entries = WarnOnce(log)
 
 SIZES = (6, 8, 20)
 IPOIB_SIZE = 20
@@ -168,14 +170,15 @@ def entry_mac(
     A cloud document that lists one NIC with a MAC that does not parse (a
     redacted sample, a proxy's junk) must not cost the node every other
     NIC's facts, nor give that NIC a MAC nobody published: the entry is
-    skipped, and the warning names it and the document.  ``bare_hex`` also
+    skipped, and the warning (once per process) names it and the document.  ``bare_hex`` also
     reads the 12-hex-digit form, for a cloud that publishes it (Azure).
     """
     text = raw if isinstance(raw, str) else ("" if raw is None else repr(raw))
     try:
         address = parse_published(text) if bare_hex else parse_hwaddr(text)
     except ValueError as exc:
-        log.warning(
+        _bad_entries.warn(
+            (plugin, entry, text),
             "%s: %s in %s: %s; entry skipped, the other NICs are used",
             plugin,
             safe(entry, 120),

@@ -10,7 +10,9 @@ written as Python escapes and the result is capped.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 
 DEFAULT_LIMIT = 200
 
@@ -47,3 +49,26 @@ def safe(value: object, limit: int = DEFAULT_LIMIT) -> str:
     if cut > 0:
         text += f"...(+{cut} chars)"
     return text or '""'
+
+
+class WarnOnce:
+    """Log a warning once per key (a bounded memory), not on every call or reload.
+
+    A conflict between identifiers, or a bad entry in a metadata document,
+    repeats on every request or snapshot reload; the operator needs it once.
+    """
+
+    def __init__(self, logger: logging.Logger, limit: int = 1024) -> None:
+        self._log = logger
+        self._seen: dict[tuple[str, ...], None] = {}
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def warn(self, key: tuple[str, ...], message: str, *args: object) -> None:
+        with self._lock:
+            if key in self._seen:
+                return
+            if len(self._seen) >= self._limit:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = None
+        self._log.warning(message, *args)

@@ -32,12 +32,12 @@ import contextvars
 import functools
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .hwaddr import link_address, normalize_mac
+from .logsafe import WarnOnce
 from .models import DeviceIdentifiers
 
 if TYPE_CHECKING:
@@ -332,25 +332,7 @@ def _pci_function(root: HostRoot, pci: str, given_name: str) -> LocalNic | None:
     )
 
 
-class _ConflictLog:
-    """Log each identifier conflict once (bounded), not on every call."""
-
-    def __init__(self, limit: int = 1024) -> None:
-        self._seen: dict[tuple[str, ...], None] = {}
-        self._lock = threading.Lock()
-        self._limit = limit
-
-    def warn(self, key: tuple[str, ...], message: str, *args: object) -> None:
-        with self._lock:
-            if key in self._seen:
-                return
-            if len(self._seen) >= self._limit:
-                self._seen.pop(next(iter(self._seen)))
-            self._seen[key] = None
-        log.warning(message, *args)
-
-
-_conflicts = _ConflictLog()
+_conflicts = WarnOnce(log)
 
 
 def _pick(candidates: list[_Netdev], pci: str | None, names: list[str]) -> _Netdev:

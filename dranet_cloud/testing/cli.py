@@ -36,10 +36,25 @@ def run_cli(
 
 def describe_json(env: Mapping[str, str], host_root: Path, *extra: str) -> dict[str, Any]:
     """``describe -o json`` of a host root; fails the test unless it exits 0."""
+    return describe_logged(env, host_root, *extra)[0]
+
+
+def describe_logged(
+    env: Mapping[str, str], host_root: Path, *extra: str
+) -> tuple[dict[str, Any], str]:
+    """``describe -o json`` and what it logged (stderr); fails the test unless it exits 0."""
     res = run_cli("describe", "--host-root", str(host_root), "-o", "json", *extra, env=env)
     assert res.returncode == 0, res.stderr
     data: dict[str, Any] = json.loads(res.stdout)
-    return data
+    return data, res.stderr
+
+
+def attributes_by_name(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``{device name: value of attribute key or None}`` from ``describe -o json``."""
+    return {
+        d["device"]["name"]: next(iter(d["attributes"].get(key, {None: None}).values()))
+        for d in data["devices"]
+    }
 
 
 @contextmanager

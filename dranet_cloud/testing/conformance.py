@@ -55,6 +55,8 @@ class ConformanceEnvironment:
     host_root: Path
     claim_device: str | None = None
     options: ProviderOptions = field(default_factory=ProviderOptions)
+    # (NIC, profile) when the plugin's profile gives a NIC its own address.
+    own_address_claim: tuple[str, str] | None = None
 
 
 @contextmanager
@@ -120,7 +122,12 @@ class PluginConformance:
         assert emu is not None, "the plugin's emulator hook returned nothing"
         emu.start()
         try:
-            yield ConformanceEnvironment(dict(emu.env), sample.root, sample.claim_device)
+            yield ConformanceEnvironment(
+                dict(emu.env),
+                sample.root,
+                sample.claim_device,
+                own_address_claim=sample.own_address_claim,
+            )
         finally:
             emu.stop()
 
@@ -265,6 +272,9 @@ class PluginConformance:
     ) -> None:
         if "profile" not in registry.roles(self.plugin_name):
             pytest.skip("the plugin has no profile role")
+        if conformance_env.own_address_claim is not None:
+            self._check_own_address_claims(started_host, *conformance_env.own_address_claim)
+            return
         assert conformance_env.claim_device, "a profile plugin's sample names a claim device"
         dev = next(
             d
@@ -325,6 +335,19 @@ class PluginConformance:
         assert info.value.exit_code == 3, info.value
         assert served, "the emulator never answered with the portal's page"
         assert emu.url in str(info.value), f"the error does not name the endpoint: {info.value}"
+
+    @staticmethod
+    def _check_own_address_claims(host: ProviderHost, nic: str, profile: str) -> None:
+        """A profile that gives the NIC its own address: every claim gets that one."""
+        dev = next(d for d in host.context.host_root.net_devices() if d.name == nic)
+        user = NetworkConfig.model_validate({"profile": profile})
+        first = host.network_config(dev, "conformance-claim-1", user)
+        assert first.interface.addresses, f"{nic}: profile {profile} answered no address"
+        again = host.network_config(dev, "conformance-claim-1", user)
+        other = host.network_config(dev, "conformance-claim-2", user)
+        assert first.to_wire() == again.to_wire() == other.to_wire()
+        assert host.release(dev, "conformance-claim-1", first)
+        assert host.release(dev, "conformance-claim-1", first), "second release failed"
 
     def test_final_merged_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost

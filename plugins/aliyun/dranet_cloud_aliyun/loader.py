@@ -52,7 +52,7 @@ def parse_mac_listing(listing: str | None, document: str = "the NIC listing") ->
     out: list[str] = []
     for line in (listing or "").splitlines():
         name = line.strip().rstrip("/")
-        if name and entry_mac(name, plugin=PLUGIN, entry=f"entry {name!r}", document=document):
+        if name and entry_mac(name, plugin=PLUGIN, entry="an entry", document=document):
             out.append(name)
     return out
 

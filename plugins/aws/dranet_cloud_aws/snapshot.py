@@ -73,7 +73,7 @@ def listed_macs(raw: str | None, document: str) -> dict[str, str]:
     entries = parse_listing(raw)
     out: dict[str, str] = {}
     for entry in entries:
-        mac = entry_mac(entry, plugin=PLUGIN, entry=f"entry {entry!r}", document=document)
+        mac = entry_mac(entry, plugin=PLUGIN, entry="an entry", document=document)
         if mac is not None:
             out.setdefault(mac, entry)
     if not out:

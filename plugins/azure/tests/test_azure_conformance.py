@@ -7,3 +7,5 @@ from dranet_cloud.testing.conformance import PluginConformance
 
 class TestAzureConformance(PluginConformance):
     plugin_name = "azure"
+    # The IB NICs' own addresses from the KVP pool (Azure hands out no IPVLAN ranges).
+    profile_request = {"profile": "azure-ipoib"}

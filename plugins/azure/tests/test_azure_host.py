@@ -64,6 +64,9 @@ def test_describe_gives_dranets_attributes_and_routing(
     assert devices[ETH0]["attributes"][D + "acceleratedNetworking"] == {"bool": True}
     assert devices[VF]["attributes"][D + "acceleratedNetworkingVf"] == {"bool": True}
     assert devices[ETH0]["config"] == DRANET_ETH0_CONFIG
+    # DRANET PR #335: the IMDS NIC's first IPv4 subnet, on both halves of its MAC.
+    assert devices[ETH0]["attributes"][D + "ipv4Subnet"] == {"string": "10.224.0.0/16"}
+    assert devices[VF]["attributes"][D + "ipv4Subnet"] == {"string": "10.224.0.0/16"}
     assert devices[VF]["config"] is None
     for name, *_ in IB_NICS:  # InfiniBand: VM-wide facts only, not IMDS NICs
         assert devices[name]["attributes"] == DRANET_ATTRIBUTES

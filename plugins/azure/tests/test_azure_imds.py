@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from dranet_cloud_azure.attributes import ipv4_subnet
 from dranet_cloud_azure.detection import confirm, local_evidence
 from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.imds import load_instance, open_client
@@ -168,3 +169,28 @@ def test_unix_socket_endpoint(tmp_path: Path) -> None:
     with build_emulator(None, f"unix://{sock}") as emu, open_client(emu.env) as client:
         assert emu.env == {"DRANET_CLOUD_AZURE_METADATA_ENDPOINT": f"unix://{sock}"}
         assert load_instance(client, deadline=2.0).vm_id == "3f8a2c61-5b0e-4d97-a1c4-9e7d2b6f0c38"
+
+
+@pytest.mark.parametrize(
+    ("subnets", "expected"),
+    [
+        ([{"address": "10.224.0.0", "prefix": "16"}, {"address": "10.9.0.0", "prefix": "24"}],
+         "10.224.0.0/16"),
+        ([{"address": "10.224.0.0", "prefix": ""}], None),
+        ([{"address": "", "prefix": "16"}], None),
+        ([{"address": "10.224.0.0"}], None),
+        ([], None),
+    ],
+)  # fmt: skip
+def test_ipv4_subnet_is_the_first_subnet_and_only_when_complete(
+    subnets: list[dict[str, str]], expected: str | None
+) -> None:
+    """As DRANET PR #335: subnet[0] of the NIC with the MAC, omitted when incomplete."""
+    doc = {
+        "compute": {},
+        "network": {"interface": [{"macAddress": "000D3A4F2B1C", "ipv4": {"subnet": subnets}}]},
+    }
+    inst = parse_instance(doc)
+    assert ipv4_subnet(inst, "00:0d:3a:4f:2b:1c") == expected
+    assert ipv4_subnet(inst, "00:0d:3a:4f:2b:1d") is None
+    assert ipv4_subnet(inst, None) is None

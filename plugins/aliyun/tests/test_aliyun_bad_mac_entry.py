@@ -1,0 +1,41 @@
+"""A NIC listing with an entry that is not a MAC: the other NICs are described.
+
+``zz:00:16:3e:2c:8a:10`` passed the old check (twelve hex digits in it);
+now it is skipped with one warning naming it and the listing, and never
+fetched.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from dranet_cloud_aliyun.attributes import NETWORK_INTERFACE_ID
+from dranet_cloud_aliyun.emulator import build_emulator, default_tree
+
+from dranet_cloud.context import SampleHost
+from dranet_cloud.testing.cli import attributes_by_name, describe_logged
+
+BAD = "zz:00:16:3e:2c:8a:10"
+
+
+def test_a_listing_entry_that_is_no_mac_skips_only_itself(
+    tmp_path: Path, erdma_sample: SampleHost
+) -> None:
+    tree = copy.deepcopy(default_tree())
+    macs = tree["meta-data"]["network"]["interfaces"]["macs"]
+    valid = dict(macs)
+    macs[BAD] = {**copy.deepcopy(next(iter(valid.values()))), "network-interface-id": "eni-bad"}
+    fixture = tmp_path / "tree.json"
+    fixture.write_text(json.dumps(tree))
+    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
+        data, log = describe_logged(emu.env, erdma_sample.root, "--cloud-provider-hint", "aliyun")
+        fetched = [r.path for r in emu.log if BAD in r.path]
+    ids = attributes_by_name(data, NETWORK_INTERFACE_ID)
+    by_mac = {d["device"].get("mac_address"): d["device"]["name"] for d in data["devices"]}
+    assert all(ids[by_mac[mac]] == nic["network-interface-id"] for mac, nic in valid.items())
+    assert "eni-bad" not in ids.values()
+    (warning,) = [line for line in log.splitlines() if BAD in line]  # one, not per reload
+    assert "NIC listing" in warning and "entry skipped" in warning
+    assert fetched == []

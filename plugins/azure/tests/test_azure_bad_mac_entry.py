@@ -1,0 +1,40 @@
+"""An IMDS document with a NIC whose macAddress does not parse: the rest is used.
+
+The bad entry is skipped with one warning naming it and the document; the
+good NIC keeps its table number (its position in the list).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from dranet_cloud_azure.emulator import build_emulator
+from dranet_cloud_azure.sample_hosts import ETH0
+
+from dranet_cloud.context import SampleHost
+from dranet_cloud.testing.cli import describe_logged
+
+BAD = "000D3AZZ2B1D"
+
+
+def test_one_unparsable_mac_skips_only_its_entry(
+    tmp_path: Path, azure_document: dict[str, Any], azure_sample: SampleHost
+) -> None:
+    interfaces = azure_document["network"]["interface"]
+    extra = copy.deepcopy(interfaces[0])
+    extra["macAddress"] = BAD
+    interfaces.append(extra)
+    fixture = tmp_path / "doc.json"
+    fixture.write_text(json.dumps(azure_document))
+    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
+        data, log = describe_logged(emu.env, azure_sample.root, "--cloud-provider-hint", "azure")
+    devices = {d["device"]["name"]: d for d in data["devices"]}
+    assert {r["table"] for r in devices[ETH0]["config"]["routes"]} == {100}
+    subnet = devices[ETH0]["attributes"]["azure.dra.net/ipv4Subnet"]["string"]
+    first = interfaces[0]["ipv4"]["subnet"][0]
+    assert subnet == f"{first['address']}/{first['prefix']}"
+    (warning,) = [line for line in log.splitlines() if BAD in line]  # one, not per reload
+    assert "network.interface[1]" in warning and "IMDS instance document" in warning

@@ -1,0 +1,47 @@
+"""A VNIC document with a redacted MAC: the valid VNIC is described, the bad one skipped.
+
+``rekharoy:3f:d2:b3:0b:0c`` used to become ``ea:3f:d2:b3:0b:0c`` and hand a
+NIC with that MAC another VNIC's subnet and router.  Now the entry is
+skipped with one warning naming it and the document.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from dranet_cloud_oci.constants import SUBNET_CIDR_BLOCK, VIRTUAL_ROUTER_IP
+from dranet_cloud_oci.emulator import build_emulator
+
+from dranet_cloud.context import SampleHost
+from dranet_cloud.hwaddr import normalize_mac
+from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.testing.cli import attributes_by_name, describe_logged
+
+BAD = "rekharoy:3f:d2:b3:0b:0c"
+
+
+def test_a_redacted_mac_gives_no_nic_its_vnic(
+    tmp_path: Path, oci_documents: dict[str, Any], oci_sample: SampleHost
+) -> None:
+    good = oci_documents["vnics"][0]
+    redacted = copy.deepcopy(good)
+    redacted.update(macAddr=BAD, subnetCidrBlock="10.9.9.0/24", virtualRouterIp="10.9.9.1")
+    oci_documents["vnics"].append(redacted)
+    fixture = tmp_path / "docs.json"
+    fixture.write_text(json.dumps(oci_documents))
+    # A NIC whose MAC is what the old parser made of the redacted string.
+    HostRootBuilder(oci_sample.root).nic("ens9", "ea:3f:d2:b3:0b:0c", pci="0000:e1:00.0").build()
+    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
+        data, log = describe_logged(emu.env, oci_sample.root, "--cloud-provider-hint", "oci")
+    subnets = attributes_by_name(data, SUBNET_CIDR_BLOCK)
+    routers = attributes_by_name(data, VIRTUAL_ROUTER_IP)
+    macs = {d["device"]["name"]: d["device"].get("mac_address") for d in data["devices"]}
+    (owner,) = [name for name, mac in macs.items() if mac == normalize_mac(good["macAddr"])]
+    assert subnets[owner] == good["subnetCidrBlock"] and routers[owner] == good["virtualRouterIp"]
+    assert subnets["ens9"] is None and routers["ens9"] is None
+    assert "10.9.9.0/24" not in subnets.values()
+    (warning,) = [line for line in log.splitlines() if BAD in line]  # one, not per reload
+    assert "vnics[1].macAddr" in warning and "/opc/v2/vnics/" in warning
