@@ -11,7 +11,7 @@ de-duplication.  The rules, each a case in ``tests/test_merge.py``:
 * a scalar set on the left wins; an unset or empty one takes the base;
 * a *pointer* field (``mtu``, ``dhcp``...) set to ``false``/``0`` on the left
   does **not** override the base (mergo treats it as empty, DRANET issue
-  #294).  Open PR #316 would change that: flip :data:`LEFT_ZERO_POINTER_WINS`;
+  #294);
 * lists: base entries first, then the left's, de-duplicated keeping the
   *last* occurrence (the left's copy): addresses by exact string, routes by
   (destination, table), neighbors by destination; rules are never
@@ -19,6 +19,11 @@ de-duplication.  The rules, each a case in ``tests/test_merge.py``:
 * maps (ethtool features, private flags) key by key, the left wins, ``false``
   included; nested structs (``vrf``, ``ipvlan``, ``ethtool``) field by field;
 * ``ipvlan`` is dropped when the merged ``type`` is not ``IPVLAN``.
+
+Open PR #316 changes two of these rules at once: a pointer set to
+``false``/``0`` on the left wins, and identical rules are de-duplicated
+keeping the left's copy.  :data:`PR_316_MERGE` switches both (off, as on
+DRANET main, until the PR merges).
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from pydantic import BaseModel
 from .models import TYPE_IPVLAN, NetworkConfig
 
 # DRANET main: a left-hand pointer set to false/0 loses to the base (mergo,
-# issue #294).  PR #316 (open) makes every set pointer win: set this to True.
-LEFT_ZERO_POINTER_WINS = False
+# issue #294), and rules are never de-duplicated.  PR #316 (open) makes every
+# set pointer win and drops identical rules but the left's copy: set True.
+PR_316_MERGE = False
 
 # Go value (non-pointer) scalars: their zero value is "unset" in any case.
 _GO_VALUE_SCALARS = frozenset(
@@ -46,7 +52,7 @@ def _left_wins(field: str, value: Any) -> bool:
     """Whether a set left-hand scalar overrides the base (the one zero-value rule)."""
     if value is None:
         return False
-    if field in _GO_VALUE_SCALARS or not LEFT_ZERO_POINTER_WINS:
+    if field in _GO_VALUE_SCALARS or not PR_316_MERGE:
         return not (value == "" or value is False or (type(value) is int and value == 0))
     return True
 
@@ -109,6 +115,8 @@ def merge_network_config(user: NetworkConfig | None, base: NetworkConfig | None)
         merged.routes = _dedup_last(merged.routes, lambda r: r.dedup_key())
     if merged.neighbors:
         merged.neighbors = _dedup_last(merged.neighbors, lambda n: n.dedup_key())
+    if merged.rules and PR_316_MERGE:
+        merged.rules = _dedup_last(merged.rules, lambda r: r.dedup_key())
     if iface.type != TYPE_IPVLAN:
         iface.ipvlan = None
     return merged

@@ -429,6 +429,10 @@ class RuleConfig(GoModel):
     destination: str | None = None
     table: Int64 | None = None
 
+    def dedup_key(self) -> tuple[int, str, str, int]:
+        """Open DRANET PR #316 de-duplicates identical rules (every field equal)."""
+        return (self.priority or 0, self.source or "", self.destination or "", self.table or 0)
+
 
 class NeighborConfig(GoModel):
     _GO_VALUE_FIELDS = frozenset({"destination", "hardwareAddr"})

@@ -172,15 +172,22 @@ def test_merge_rule(
     assert (left.to_wire() if left else None, right.to_wire() if right else None) == before
 
 
-def test_zero_value_rule_is_one_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PR #316 (open upstream) makes a set pointer win even when false/0: one flag flips it."""
-    user = cfg({"profile": "", "interface": {"dhcp": False, "mtu": 0}})
-    base = cfg({"profile": "p", "interface": {"dhcp": True, "mtu": 9000}})
-    assert merge_network_config(user, base).interface.dhcp is True
-    monkeypatch.setattr(merge_module, "LEFT_ZERO_POINTER_WINS", True)
+def test_pr_316_is_one_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PR #316 (open upstream) makes a set pointer win even when false/0 and drops
+    identical rules but the left's copy: one flag flips both."""
+    rule = {"priority": 100, "source": "10.0.0.5/32", "table": 100}
+    other = {"priority": 100, "source": "10.0.0.6/32", "table": 100}
+    user = cfg({"profile": "", "interface": {"dhcp": False, "mtu": 0}, "rules": [rule, rule]})
+    base = cfg({"profile": "p", "interface": {"dhcp": True, "mtu": 9000}, "rules": [rule, other]})
+    main = merge_network_config(user, base)
+    assert main.interface.dhcp is True
+    assert [r.to_wire() for r in main.rules or []] == [rule, other, rule, rule]
+    monkeypatch.setattr(merge_module, "PR_316_MERGE", True)
     out = merge_network_config(user, base)
     assert out.interface.dhcp is False and out.interface.mtu == 0
     assert out.profile == "p"  # a Go value field ("") never overrides
+    # Identical rules once, at the left copy's place (last); a rule that differs stays.
+    assert [r.to_wire() for r in out.rules or []] == [other, rule]
 
 
 def test_merge_with_nothing() -> None:
