@@ -149,32 +149,35 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
     host = build_host(args)
     try:
         root = host.context.host_root
-        from ..nic import local_nics
-
-        devices = (
-            [parse_device(s, root) for s in args.device]
-            if args.device
-            else [nic.identifiers() for nic in local_nics(root)]
-        )
-        out: dict[str, Any] = {
-            "provider": host.cloud or "none",
-            "instance": host.describe_instance(),
-            "devices": [],
-        }
-        for dev in devices:
-            config = host.device_config(dev)
-            attributes = host.device_attributes(dev)
-            out["devices"].append(
-                {
-                    "device": dev.to_wire(),
-                    "attributes": {k: v.to_wire() for k, v in attributes.items()},
-                    "config": config.to_wire() if config is not None else None,
-                    "budget": {**host.attribute_budget(dev), "used": len(attributes)},
-                }
-            )
-        return out
+        devices = [parse_device(s, root) for s in args.device] if args.device else None
+        return describe_document(host, devices)
     finally:
         host.close()
+
+
+def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, Any]:
+    """What ``describe -o json`` prints for ``devices`` (default: every local NIC)."""
+    from ..nic import local_nics
+
+    if devices is None:
+        devices = [nic.identifiers() for nic in local_nics(host.context.host_root)]
+    out: dict[str, Any] = {
+        "provider": host.cloud or "none",
+        "instance": host.describe_instance(),
+        "devices": [],
+    }
+    for dev in devices:
+        config = host.device_config(dev)
+        attributes = host.device_attributes(dev)
+        out["devices"].append(
+            {
+                "device": dev.to_wire(),
+                "attributes": {k: v.to_wire() for k, v in attributes.items()},
+                "config": config.to_wire() if config is not None else None,
+                "budget": {**host.attribute_budget(dev), "used": len(attributes)},
+            }
+        )
+    return out
 
 
 def run_describe(args: argparse.Namespace) -> int:

@@ -36,17 +36,32 @@ def run_cli(
 
 def describe_json(env: Mapping[str, str], host_root: Path, *extra: str) -> dict[str, Any]:
     """``describe -o json`` of a host root; fails the test unless it exits 0."""
-    return describe_logged(env, host_root, *extra)[0]
-
-
-def describe_logged(
-    env: Mapping[str, str], host_root: Path, *extra: str
-) -> tuple[dict[str, Any], str]:
-    """``describe -o json`` and what it logged (stderr); fails the test unless it exits 0."""
     res = run_cli("describe", "--host-root", str(host_root), "-o", "json", *extra, env=env)
     assert res.returncode == 0, res.stderr
     data: dict[str, Any] = json.loads(res.stdout)
-    return data, res.stderr
+    return data
+
+
+def describe_in_process(cloud: str, env: Mapping[str, str], host_root: Path) -> dict[str, Any]:
+    """What ``describe -o json --cloud-provider-hint CLOUD`` prints, without a subprocess.
+
+    For tests that also read what was logged (``caplog``) and must stay fast.
+    """
+    from ..cli.provider_cmds import describe_document
+    from ..context import ProviderOptions
+    from ..host import ProviderHost
+
+    host = ProviderHost(
+        cloud_provider_hint=cloud,
+        host_root=str(host_root),
+        env=dict(env),
+        options=ProviderOptions(metadata_deadline=5.0),
+    )
+    host.start()
+    try:
+        return describe_document(host)
+    finally:
+        host.close()
 
 
 def attributes_by_name(data: Mapping[str, Any], key: str) -> dict[str, Any]:

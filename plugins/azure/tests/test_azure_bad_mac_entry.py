@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.sample_hosts import ETH0
 
 from dranet_cloud.context import SampleHost
-from dranet_cloud.testing.cli import describe_logged
+from dranet_cloud.testing.cli import describe_in_process
 
 BAD = "000D3AZZ2B1D"
 
 
 def test_one_unparsable_mac_skips_only_its_entry(
-    tmp_path: Path, azure_document: dict[str, Any], azure_sample: SampleHost
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    azure_document: dict[str, Any],
+    azure_sample: SampleHost,
 ) -> None:
     interfaces = azure_document["network"]["interface"]
     extra = copy.deepcopy(interfaces[0])
@@ -29,12 +34,13 @@ def test_one_unparsable_mac_skips_only_its_entry(
     interfaces.append(extra)
     fixture = tmp_path / "doc.json"
     fixture.write_text(json.dumps(azure_document))
+    caplog.set_level(logging.WARNING)
     with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        data, log = describe_logged(emu.env, azure_sample.root, "--cloud-provider-hint", "azure")
+        data = describe_in_process("azure", emu.env, azure_sample.root)
     devices = {d["device"]["name"]: d for d in data["devices"]}
     assert {r["table"] for r in devices[ETH0]["config"]["routes"]} == {100}
     subnet = devices[ETH0]["attributes"]["azure.dra.net/ipv4Subnet"]["string"]
     first = interfaces[0]["ipv4"]["subnet"][0]
     assert subnet == f"{first['address']}/{first['prefix']}"
-    (warning,) = [line for line in log.splitlines() if BAD in line]  # one, not per reload
+    (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "network.interface[1]" in warning and "IMDS instance document" in warning

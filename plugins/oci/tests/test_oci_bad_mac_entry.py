@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dranet_cloud_oci.constants import SUBNET_CIDR_BLOCK, VIRTUAL_ROUTER_IP
 from dranet_cloud_oci.emulator import build_emulator
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.hwaddr import normalize_mac
 from dranet_cloud.testing import HostRootBuilder
-from dranet_cloud.testing.cli import attributes_by_name, describe_logged
+from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
 
 BAD = "rekharoy:3f:d2:b3:0b:0c"
 
 
 def test_a_redacted_mac_gives_no_nic_its_vnic(
-    tmp_path: Path, oci_documents: dict[str, Any], oci_sample: SampleHost
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    oci_documents: dict[str, Any],
+    oci_sample: SampleHost,
 ) -> None:
     good = oci_documents["vnics"][0]
     redacted = copy.deepcopy(good)
@@ -34,8 +39,9 @@ def test_a_redacted_mac_gives_no_nic_its_vnic(
     fixture.write_text(json.dumps(oci_documents))
     # A NIC whose MAC is what the old parser made of the redacted string.
     HostRootBuilder(oci_sample.root).nic("ens9", "ea:3f:d2:b3:0b:0c", pci="0000:e1:00.0").build()
+    caplog.set_level(logging.WARNING)
     with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        data, log = describe_logged(emu.env, oci_sample.root, "--cloud-provider-hint", "oci")
+        data = describe_in_process("oci", emu.env, oci_sample.root)
     subnets = attributes_by_name(data, SUBNET_CIDR_BLOCK)
     routers = attributes_by_name(data, VIRTUAL_ROUTER_IP)
     macs = {d["device"]["name"]: d["device"].get("mac_address") for d in data["devices"]}
@@ -43,5 +49,5 @@ def test_a_redacted_mac_gives_no_nic_its_vnic(
     assert subnets[owner] == good["subnetCidrBlock"] and routers[owner] == good["virtualRouterIp"]
     assert subnets["ens9"] is None and routers["ens9"] is None
     assert "10.9.9.0/24" not in subnets.values()
-    (warning,) = [line for line in log.splitlines() if BAD in line]  # one, not per reload
+    (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "vnics[1].macAddr" in warning and "/opc/v2/vnics/" in warning
