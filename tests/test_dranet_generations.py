@@ -20,14 +20,11 @@ import pytest
 from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.cli.main import main as cli_main
 from dranet_cloud.host import ProviderHost
-from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing.dranet_wire import (
     get_profile_config,
     go_shape_problems,
     resource_claim,
-    served_on_unix_socket,
+    served_local_ipam,
 )
 
 UID = "0f6b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
@@ -40,22 +37,8 @@ GEN1_CONFIG = {"profile": "local-ipam", "interface": {"type": "ipvlan"}}
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ProviderHost, httpx.Client]]:
-    reg = PluginRegistry(load_entry_points=False)
-    ranges = LocalIpamConfig.parse(["10.30.0.0/24", "fd00:30::/64"])
-    reg.register(LocalIpamPlugin(ranges), PLUGIN_NAME)
-    host = ProviderHost(
-        cloud_provider_hint="none",
-        profile_provider="none",
-        host_root=str(tmp_path),
-        registry=reg,
-        ipam_factory=lambda: SqliteStore(tmp_path / "ipam.db"),
-        profile_routes={"local-ipam": PLUGIN_NAME},
-        env={},
-    )
-    host.start()
-    with served_on_unix_socket(host, tmp_path) as client:
-        yield host, client
-    host.close()
+    with served_local_ipam(tmp_path, ["10.30.0.0/24", "fd00:30::/64"]) as served:
+        yield served
 
 
 def test_gen1_and_gen2_get_the_same_addresses_and_release_by_uid_frees_them(

@@ -19,13 +19,10 @@ from dranet_cloud.cli.common import parse_device
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.nic import dra_pci_name, resolve_nic
-from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
-from dranet_cloud.testing.dranet_wire import get_profile_config, served_on_unix_socket
+from dranet_cloud.testing.dranet_wire import get_profile_config, served_local_ipam
 
 IB0 = "00:00:10:29:fe:80:00:00:00:00:00:00:b8:3f:d2:03:00:a1:b2:c3"
 IB1 = "00:00:10:2a:fe:80:00:00:00:00:00:00:b8:3f:d2:03:00:a1:b2:c4"
@@ -70,22 +67,10 @@ def test_every_spelling_and_name_of_an_ib_nic_is_one_identity(tmp_path: Path) ->
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ProviderHost, httpx.Client]]:
     root = ib_node(tmp_path / "n")
-    reg = PluginRegistry(load_entry_points=False)
-    ranges = LocalIpamConfig.parse([f"mac={DOTTED0}=10.40.0.0/24", "10.41.0.0/24"])
-    reg.register(LocalIpamPlugin(ranges), PLUGIN_NAME)
-    host = ProviderHost(
-        cloud_provider_hint="none",
-        profile_provider="none",
-        host_root=str(root.root),
-        registry=reg,
-        ipam_factory=lambda: SqliteStore(tmp_path / "ipam.db"),
-        profile_routes={"local-ipam": PLUGIN_NAME},
-        env={},
-    )
-    host.start()
-    with served_on_unix_socket(host, tmp_path) as client:
-        yield host, client
-    host.close()
+    with served_local_ipam(
+        tmp_path, [f"mac={DOTTED0}=10.40.0.0/24", "10.41.0.0/24"], root.root
+    ) as served:
+        yield served
 
 
 def test_serve_resolves_an_ib_nic_by_its_20_byte_address(

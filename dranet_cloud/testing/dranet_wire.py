@@ -69,6 +69,36 @@ def served_on_unix_socket(host: ProviderHost, directory: Path) -> Iterator[httpx
             yield c
 
 
+@contextmanager
+def served_local_ipam(
+    directory: Path, specs: list[str], host_root: Path | None = None
+) -> Iterator[tuple[ProviderHost, httpx.Client]]:
+    """A started host serving only ``local-ipam`` (``--ipam-range`` ``specs``) on a real
+    socket in ``directory``, with its SQLite store there; ``host_root`` defaults to it."""
+    from ..host import ProviderHost
+    from ..ipam import SqliteStore
+    from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
+    from ..plugins import PluginRegistry
+
+    reg = PluginRegistry(load_entry_points=False)
+    reg.register(LocalIpamPlugin(LocalIpamConfig.parse(specs)), PLUGIN_NAME)
+    host = ProviderHost(
+        cloud_provider_hint="none",
+        profile_provider="none",
+        host_root=str(host_root or directory),
+        registry=reg,
+        ipam_factory=lambda: SqliteStore(directory / "ipam.db"),
+        profile_routes={PLUGIN_NAME: PLUGIN_NAME},
+        env={},
+    )
+    host.start()
+    try:
+        with served_on_unix_socket(host, directory) as client:
+            yield host, client
+    finally:
+        host.close()
+
+
 def get_profile_config(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     """``POST /GetProfileConfig`` to a test server: the answer, asserted 200 and gen2-shaped."""
     r = client.post("/GetProfileConfig", json=body)
