@@ -44,14 +44,15 @@ def test_demo_gce_describes_nine_nics(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize(
-    ("plugin", "nics", "configured"),
-    [("azure", 10, {"eth0"}), ("OKE", 17, set())],
+    ("plugin", "nics", "configured", "claims"),
+    [("azure", 10, {"eth0"}, "no IPVLAN claims to make"), ("OKE", 17, set(), "no claims to make")],
     ids=["azure", "oci"],
 )
-def test_demo_of_a_cloud_without_profile_role(
-    plugin: str, nics: int, configured: set[str], capsys: pytest.CaptureFixture[str]
+def test_demo_of_a_cloud_without_subinterface_ranges(
+    plugin: str, nics: int, configured: set[str], claims: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Azure and OCI publish facts only: every NIC gets attributes, no claim is prepared."""
+    """Azure and OCI allocate nothing: every NIC gets attributes, no IPVLAN claim is
+    prepared; Azure's IB NIC ib0 gets its own address from the host (azure-ipoib)."""
     code = main(["demo", "--plugin", plugin, "-o", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["ok"], [s["step"] for s in report["steps"] if not s["ok"]]
@@ -59,7 +60,13 @@ def test_demo_of_a_cloud_without_profile_role(
     assert len(described["data"]) == nics
     assert all(d["attributes"] for d in described["data"])
     assert {d["device"]["name"] for d in described["data"] if d["config"]} == configured
-    assert any(s["step"] == "no claims to make" for s in report["steps"])
+    assert any(s["step"] == claims for s in report["steps"])
+    own = [s for s in report["steps"] if "the NIC's own address" in s["step"]]
+    if plugin == "azure":
+        (step,) = own
+        assert step["data"]["first"] == step["data"]["other"] == ["172.16.1.10/16"]
+    else:
+        assert own == []
 
 
 def test_unknown_demo_plugin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,9 +123,9 @@ def run(args: argparse.Namespace) -> int:
             claim_dev = next((d for d in devices if d.name == sample.claim_device), None)
             if sample.own_address_claim is not None:
                 _own_address_claims(report, host, devices, *sample.own_address_claim)
-            if sample.claim_device is None and (
-                "profile" not in reg.roles(name) or sample.own_address_claim is not None
-            ):
+            if sample.claim_device is None and "profile" not in reg.roles(name):
+                report.step("no claims to make", f"plugin {name} has no profile role")
+            elif sample.claim_device is None and sample.own_address_claim is not None:
                 report.step("no IPVLAN claims to make", f"plugin {name} has no subinterface ranges")
             elif claim_dev is None:
                 report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
