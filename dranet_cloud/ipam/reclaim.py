@@ -300,7 +300,9 @@ class KubernetesClaims:
         try:
             return call(*args, deadline=min(left, self.client.timeout), **kwargs)
         except KubeError as exc:
-            if left < self.client.timeout and time.monotonic() >= until:
+            # The run's budget was this call's deadline and it is (all but) spent: say
+            # so with the flag, not with the fraction of a second the call had left.
+            if left < self.client.timeout and time.monotonic() >= until - min(0.05, left / 10):
                 raise self._out_of_budget() from exc
             raise NothingProven(f"{exc}{NOTHING_FREED}") from exc
 
