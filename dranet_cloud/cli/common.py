@@ -173,12 +173,59 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
         "interface name or a DRA device name such as pci-0000-00-05-0), mac=MAC=RANGE, "
         "pci=0000:00:05.0=RANGE; one range per family each; repeatable",
     )
+    add_scope_flag(g)
     g.add_argument(
         "--ipam-profile",
         default="local-ipam",
         metavar="NAME",
         help="profile name whose claims local-ipam serves (default local-ipam)",
     )
+
+
+# Mirrors dranet_cloud.ipam.cluster.SCOPE_ENV without importing the IPAM package.
+_SCOPE_ENV = "DRANET_CLOUD_IPAM_SCOPE"
+
+
+def add_scope_flag(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--ipam-scope",
+        choices=("node", "cluster"),
+        default=os.environ.get(_SCOPE_ENV) or "node",
+        help="node: addresses are unique on this node only, so the range must be one no "
+        "other node uses; cluster: each address is an IPAddress object on the Kubernetes "
+        "API, unique across the cluster (needs --node-name or NODE_NAME and API access: "
+        f"--kubeconfig, KUBECONFIG or the pod's service account) (env {_SCOPE_ENV}, "
+        "default node)",
+    )
+
+
+def cluster_scope(args: argparse.Namespace) -> tuple[str, str | None] | None:
+    """``(node name, kubeconfig)`` when ``--ipam-scope cluster``, else ``None``.
+
+    Refuses what cluster scope cannot work without, naming the flag: a
+    node name, an API configuration, a journal on disk.
+    """
+    if getattr(args, "ipam_scope", "node") != "cluster":
+        return None
+    node = getattr(args, "node_name", None) or os.environ.get("NODE_NAME") or ""
+    if not node:
+        raise ConfigError(
+            "--ipam-scope cluster needs this node's Kubernetes name: pass --node-name NAME or "
+            "set NODE_NAME (in a pod, from the downward API: fieldRef spec.nodeName)"
+        )
+    if getattr(args, "ipam_memory", False):
+        raise ConfigError(
+            "--ipam-scope cluster keeps its journal on disk (an intent must survive a crash); "
+            "drop --ipam-memory"
+        )
+    kubeconfig = getattr(args, "kubeconfig", None)
+    from ..kube import load_config
+
+    try:
+        load_config(kubeconfig)
+    except ConfigError as exc:
+        raise ConfigError(f"--ipam-scope cluster needs the Kubernetes API: {exc}") from None
+    return node, kubeconfig
 
 
 def parse_settings(items: list[str]) -> dict[str, str]:
@@ -282,6 +329,7 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
     path = getattr(args, "ipam_db", None)
     memory = bool(getattr(args, "ipam_memory", False))
     create = bool(getattr(args, "ipam_db_create", False))
+    cluster = cluster_scope(args)  # checked now: a bad flag fails at start, not at a claim
 
     def opener() -> IpamStore:
         if not memory:
@@ -300,6 +348,11 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
                         f"--ipam-db-create: cannot create {parent} ({exc}); pick a writable "
                         "--ipam-db PATH"
                     ) from None
+        if cluster is not None:
+            from ..ipam.cluster import open_cluster_ipam
+
+            node, kubeconfig = cluster
+            return open_cluster_ipam(resolve_db_path(path), node=node, kubeconfig=kubeconfig)
         return open_store(path, memory=memory, create=create)
 
     return opener

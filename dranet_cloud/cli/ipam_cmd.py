@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DranetCloudError
+from .common import add_scope_flag
 from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP, add_budget_flag
 from .output import add_output_flag, emit_json, emit_table
 
@@ -83,6 +84,25 @@ def _existing_store(args: argparse.Namespace) -> SqliteStore:
             "to the file the daemon uses"
         )
     return SqliteStore(path)
+
+
+def _gc_store(args: argparse.Namespace, source: Any) -> Any:
+    """The store ``ipam gc`` frees through: the journal, wrapped in cluster scope."""
+    from .common import cluster_scope
+
+    cluster = cluster_scope(args)
+    store = _existing_store(args)
+    if cluster is None:
+        return store
+    store.close()
+    from ..ipam import resolve_db_path
+    from ..ipam.cluster import open_cluster_ipam
+
+    node, kubeconfig = cluster
+    client = getattr(source, "client", None)  # the claims' API client, when it is one
+    return open_cluster_ipam(
+        resolve_db_path(args.ipam_db), node=node, kubeconfig=kubeconfig, api=client
+    )
 
 
 def _names(alloc: Allocation) -> list[str]:
@@ -187,7 +207,7 @@ def _run_gc(args: argparse.Namespace) -> int:
             budget=("--budget", args.budget),
             adopt=args.adopt_cluster,
         )
-        with _existing_store(args) as store:
+        with _gc_store(args, source) as store:
             if source is not None:
                 try:
                     result = reclaim(
@@ -196,6 +216,10 @@ def _run_gc(args: argparse.Namespace) -> int:
                 except RunCutShort as exc:  # what was freed before the failure is reported
                     partial, result = exc, exc.result
                 freed, summary = result.freed, result.summary()
+                extra = getattr(store, "cluster_reclaim", None)
+                if callable(extra):  # cluster scope: other nodes' leaked objects too
+                    swept = extra(source, grace=grace, dry_run=args.dry_run)
+                    summary += "\n" + swept.sweep.summary()
             else:
                 assert unsafe is not None
                 freed = _free_by_age(store, unsafe, args.dry_run)
@@ -252,6 +276,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     listing = actions.add_parser("list", help="show every allocation")
     _add_db_flag(listing)
+    add_scope_flag(listing)
     add_output_flag(listing)
     listing.set_defaults(func=_run_list)
 
@@ -275,6 +300,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "resourceclaims.resource.k8s.io, and get on the kube-system namespace)",
     )
     gc.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
+    add_scope_flag(gc)
+    gc.add_argument(
+        "--node-name",
+        default=None,
+        metavar="NAME",
+        help="this node's Kubernetes name, for --ipam-scope cluster (default: $NODE_NAME)",
+    )
     gc.add_argument(
         "--grace",
         default="2m",

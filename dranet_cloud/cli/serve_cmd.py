@@ -223,7 +223,8 @@ def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
         else "off"
     )
     logging.getLogger("dranet_cloud.server").info(
-        "dranet-cloud %s serve on %s: cloud=%s profile=%s profiles=%s database=%s ranges=%s gc=%s",
+        "dranet-cloud %s serve on %s: cloud=%s profile=%s profiles=%s database=%s ranges=%s "
+        "scope=%s gc=%s",
         __version__,
         args.listen,
         host.cloud or "none",
@@ -231,6 +232,7 @@ def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
         ",".join(sorted(host.profile_routes)) or "none",
         database,
         ",".join(args.ipam_range) or "none",
+        args.ipam_scope,
         gc,
     )
 

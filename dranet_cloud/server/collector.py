@@ -73,7 +73,9 @@ class PeriodicCollector:
                 result = ReclaimResult("age alone (--gc-unsafe-free-by-age)", False, len(freed))
                 result.freed = freed
             else:
-                result = reclaim(self.store(), settings.source, grace=settings.grace)
+                store = self.store()
+                result = reclaim(store, settings.source, grace=settings.grace)
+                self._cluster_reclaim(store, settings.source)
         except RunCutShort as exc:
             self.failed_runs += 1
             self._count(exc.result)
@@ -110,6 +112,19 @@ class PeriodicCollector:
                 alloc.owner,
                 _describe_claim(alloc),
             )
+
+    def _cluster_reclaim(self, store: IpamStore, source: ClaimSource) -> None:
+        """In cluster scope: failed releases again, and other nodes' leaked objects."""
+        extra = getattr(store, "cluster_reclaim", None)
+        if not callable(extra):
+            return
+        done = extra(source, grace=self.settings.grace)
+        if done.retried_releases:
+            log.info(
+                "ipam gc deleted the objects of %d failed release(s)", len(done.retried_releases)
+            )
+        if done.sweep is not None and (done.sweep.deleted or done.sweep.failed):
+            log.info("%s", done.sweep.summary())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

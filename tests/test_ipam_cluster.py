@@ -1,0 +1,270 @@
+"""Cluster scope: local-ipam addresses as IPAddress objects on the Kubernetes API emulator.
+
+Real parts: the emulator over loopback HTTP, the real client, real SQLite
+journals (one per simulated node).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.claims import ClaimReference
+from dranet_cloud.errors import AddressConflict, ProfileDenied, ProviderUnavailable, RangeExhausted
+from dranet_cloud.ipam.base import Owner
+from dranet_cloud.ipam.cluster import (
+    CLAIM_UID_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NODE_LABEL,
+    ClusterIpam,
+    open_cluster_ipam,
+)
+from dranet_cloud.ipam.cluster_journal import BOUND, PENDING, RELEASING
+from dranet_cloud.ipam.reclaim import KubernetesClaims, reclaim
+from dranet_cloud.iprange import IPRange
+from dranet_cloud.kube import KubeClient
+from dranet_cloud.testing.kubernetes import KubernetesEmulator
+
+RANGE = IPRange.parse("10.9.0.0/24")
+
+
+def owner(claim: str, device: str = "mac:0c:42:a1:00:00:11") -> Owner:
+    return Owner("local-ipam", device, claim)
+
+
+def ref(kube: KubernetesEmulator, claim: str, node: str = "node-a") -> ClaimReference:
+    """The claim as gen2 DRANET sends it, created in the emulator with UID ``claim``."""
+    kube.add_claim("team", f"c-{claim}", uid=claim, node=node)
+    return ClaimReference(uid=claim, namespace="team", name=f"c-{claim}")
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, kube: KubernetesEmulator) -> Iterator[dict[str, ClusterIpam]]:
+    config = str(kube.write_kubeconfig())
+    made: dict[str, ClusterIpam] = {}
+
+    def node(name: str) -> ClusterIpam:
+        if name not in made:
+            made[name] = open_cluster_ipam(
+                str(tmp_path / f"{name}.db"), node=name, kubeconfig=config
+            )
+        return made[name]
+
+    yield _Nodes(node)  # type: ignore[misc]
+    for ipam in made.values():
+        ipam.close()
+
+
+class _Nodes(dict):  # type: ignore[type-arg]
+    def __init__(self, make):  # type: ignore[no-untyped-def]
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, name: str) -> ClusterIpam:
+        ipam: ClusterIpam = self._make(name)
+        self[name] = ipam
+        return ipam
+
+
+def objects(kube: KubernetesEmulator) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {o["metadata"]["name"]: o for o in kube.ip_addresses()}
+
+
+def test_an_allocation_is_an_ipaddress_naming_its_claim_and_a_retry_asks_nothing(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    claim = ref(kube, "uid-1")
+    got = a.allocate(owner("uid-1"), [RANGE], claim=claim)
+    assert len(got) == 1 and got[0].endswith("/32")
+    name = got[0].removesuffix("/32")
+    obj = objects(kube)[name]
+    assert obj["spec"]["parentRef"] == {
+        "group": "resource.k8s.io",
+        "resource": "resourceclaims",
+        "namespace": "team",
+        "name": "c-uid-1",
+    }
+    labels = obj["metadata"]["labels"]
+    assert labels[MANAGED_BY_LABEL] == MANAGED_BY != "ipallocator.k8s.io"
+    assert labels["ipaddress.kubernetes.io/ip-family"] == "IPv4"
+    assert labels[NODE_LABEL] == "node-a"
+    notes = obj["metadata"]["annotations"]
+    assert notes[CLAIM_UID_ANNOTATION] == "uid-1"
+    assert notes["dranet-cloud.dra.net/device"] == "mac:0c:42:a1:00:00:11"
+    assert [r.state for r in a.journal.rows(owner("uid-1"))] == [BOUND]
+    kube.reset_calls()
+    assert a.allocate(owner("uid-1"), [RANGE], claim=claim) == got
+    assert a.allocate(owner("uid-1"), [RANGE], claim=ClaimReference("uid-1")) == got
+    assert kube.calls() == {}
+
+
+def test_three_nodes_one_range_never_share_an_address(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    names = ["node-a", "node-b", "node-c"]
+    claims = {f"u{i}": ref(kube, f"u{i}", names[i % 3]) for i in range(60)}
+
+    def run(uid: str) -> str:
+        ipam = nodes[names[int(uid[1:]) % 3]]
+        return ipam.allocate(owner(uid), [RANGE], claim=claims[uid])[0]
+
+    for n in names:
+        nodes[n]  # opened before the threads start
+    with ThreadPoolExecutor(12) as pool:
+        got = list(pool.map(run, claims))
+    assert len(set(got)) == 60
+    held = objects(kube)
+    assert sorted(held) == sorted(a.removesuffix("/32") for a in got)
+    for uid, addr in zip(claims, got, strict=True):
+        assert held[addr.removesuffix("/32")]["spec"]["parentRef"]["name"] == f"c-{uid}"
+
+
+def test_an_address_someone_else_holds_is_never_handed_out(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    small = IPRange.parse("10.9.1.1-10.9.1.4")
+    for last in (1, 2, 4):
+        kube.add_ip_address(f"10.9.1.{last}")  # the API server's own (a Service ClusterIP)
+    got = nodes["node-a"].allocate(owner("u1"), [small], claim=ref(kube, "u1"))
+    assert got == ["10.9.1.3/32"]
+    with pytest.raises(RangeExhausted, match=r"10\.9\.1\.1-10\.9\.1\.4"):
+        nodes["node-a"].allocate(owner("u2"), [small], claim=ref(kube, "u2"))
+    # The range was full: no row is left behind for the refused claim.
+    assert nodes["node-a"].journal.rows(owner("u2")) == []
+
+
+def test_a_stale_view_costs_a_409_and_another_candidate(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a, b = nodes["node-a"], nodes["node-b"]
+    small = IPRange.parse("10.9.2.1-10.9.2.3")
+    first = a.allocate(owner("u1"), [small], claim=ref(kube, "u1"))
+    b.allocate(owner("u2"), [small], claim=ref(kube, "u2"))  # b listed after a's create
+    # a's view predates b's object: a may try b's address first, then gets the last one.
+    third = a.allocate(owner("u3"), [small], claim=ref(kube, "u3"))
+    assert len({first[0], third[0], *b.journal.list()[0].address.split()}) == 3
+    assert len(objects(kube)) == 3
+
+
+def test_a_lost_create_reply_is_adopted_on_the_next_try(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    claim = ref(kube, "u1")
+    a.allocate(owner("warm"), [RANGE], claim=ref(kube, "warm"))  # the view is listed
+    kube.lose_replies(1, verb="create")
+    with pytest.raises(ProviderUnavailable, match="intent is kept"):
+        a.allocate(owner("u1"), [RANGE], claim=claim)
+    (row,) = a.journal.rows(owner("u1"))
+    assert row.state == PENDING and row.name in objects(kube)  # committed, reply lost
+    kube.reset_calls()
+    got = a.allocate(owner("u1"), [RANGE], claim=claim)
+    assert got == [row.address]
+    assert kube.calls() == {"get": 1}  # read back and adopted: no second create
+    assert len(objects(kube)) == 2
+    assert [r.state for r in a.journal.rows(owner("u1"))] == [BOUND]
+
+
+def test_a_pending_intent_held_by_someone_else_moves_on(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    claim = ref(kube, "u1")
+    a.allocate(owner("warm"), [RANGE], claim=ref(kube, "warm"))
+    kube.fail(503, verb="create")
+    with pytest.raises(ProviderUnavailable):
+        a.allocate(owner("u1"), [RANGE], claim=claim)
+    (row,) = a.journal.rows(owner("u1"))
+    assert row.state == PENDING and row.name not in objects(kube)
+    kube.add_ip_address(row.name)  # someone took it meanwhile
+    got = a.allocate(owner("u1"), [RANGE], claim=claim)
+    assert got != [row.address]
+    assert objects(kube)[got[0].removesuffix("/32")]["spec"]["parentRef"]["name"] == "c-u1"
+
+
+def test_api_down_new_claims_fail_known_claims_answer(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    known = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
+    claim = ref(kube, "u2")
+    kube.fail(503, times=100)
+    with pytest.raises(ProviderUnavailable):
+        a.allocate(owner("u2"), [RANGE], claim=claim)
+    assert a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1")) == known
+    kube.clear_faults()
+    got = a.allocate(owner("u2"), [RANGE], claim=claim)
+    assert got != known and len(objects(kube)) == 2
+
+
+def test_release_deletes_the_object_and_a_failed_delete_is_retried(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    got = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
+    other = a.allocate(owner("u2"), [RANGE], claim=ref(kube, "u2"))
+    assert a.release(owner("u1")) == got
+    assert got[0].removesuffix("/32") not in objects(kube)
+    assert a.journal.rows(owner("u1")) == []
+    kube.fail(503, verb="delete")
+    with pytest.raises(ProviderUnavailable, match="collector retries"):
+        a.release(owner("u2"))
+    assert [r.state for r in a.journal.rows(owner("u2"))] == [RELEASING]
+    assert a.retry_releases() == (other, 0)
+    assert objects(kube) == {} and a.list() == []
+
+
+def test_static_addresses_are_reserved_cluster_wide(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a, b = nodes["node-a"], nodes["node-b"]
+    assert a.reserve(owner("u1"), ["10.9.0.50/24"], claim=ref(kube, "u1")) == ["10.9.0.50/32"]
+    assert "10.9.0.50" in objects(kube)
+    with pytest.raises(AddressConflict, match=r"10\.9\.0\.50.*c-u1"):
+        b.reserve(owner("u2"), ["10.9.0.50"], claim=ref(kube, "u2", "node-b"))
+    assert b.list() == []
+    # A dynamic allocation on b never lands on it either.
+    small = IPRange.parse("10.9.0.50-10.9.0.51")
+    assert b.allocate(owner("u3"), [small], claim=ref(kube, "u3")) == ["10.9.0.51/32"]
+
+
+def test_a_claim_known_only_by_uid_is_refused_in_cluster_scope(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    with pytest.raises(ProfileDenied, match="parentRef") as err:
+        nodes["node-a"].allocate(owner("u1"), [RANGE], claim=ClaimReference("u1"))
+    assert err.value.status == 400
+    assert objects(kube) == {} and nodes["node-a"].list() == []
+
+
+def test_gc_deletes_objects_of_gone_claims_from_any_node_and_keeps_live_ones(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a, b = nodes["node-a"], nodes["node-b"]
+    live = a.allocate(owner("live"), [RANGE], claim=ref(kube, "live"))
+    gone_a = a.allocate(owner("gone-a"), [RANGE], claim=ref(kube, "gone-a"))
+    gone_b = b.allocate(owner("gone-b"), [RANGE], claim=ref(kube, "gone-b", "node-b"))
+    b_live = b.allocate(owner("b-live"), [RANGE], claim=ref(kube, "b-live", "node-b"))
+    kube.delete_claim("team", "c-gone-a")
+    kube.delete_claim("team", "c-gone-b")
+    b.close()  # node-b vanished: nothing of it runs any more
+    with KubeClient(str(kube.write_kubeconfig()), timeout=5) as client:
+        source = KubernetesClaims(client)
+        # An API failure during the sweep deletes nothing.
+        kube.fail(500, verb="list", resource="ipaddresses")
+        with pytest.raises(Exception, match="nothing was deleted"):
+            a.cluster_reclaim(source, grace=timedelta(0))
+        assert len(objects(kube)) == 4
+        result = reclaim(a, source, grace=timedelta(0))
+        assert [x.address for x in result.freed] == gone_a
+        swept = a.cluster_reclaim(source, grace=timedelta(0))
+    assert swept.sweep.deleted == [gone_b[0].removesuffix("/32")]
+    assert sorted(objects(kube)) == sorted(x.removesuffix("/32") for x in live + b_live)
+    assert ipaddress.ip_interface(live[0]) and a.list()[0].owner.claim_uid == "live"
