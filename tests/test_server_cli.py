@@ -100,6 +100,7 @@ class ServeProcess:
         listen: str | None = None,
         ranges: tuple[str, ...] = ("10.5.0.0/24",),
         db: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.sock = tmp / "run" / "webhook.sock"
         self.db = db or tmp / "ipam.db"
@@ -118,10 +119,13 @@ class ServeProcess:
         ]
         for rng in ranges:
             argv += ["--ipam-range", rng]
-        env = isolated_environ()
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                [*argv, *extra], stdout=subprocess.PIPE, stderr=err, cwd=REPO, env=env
+                [*argv, *extra],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=REPO,
+                env=isolated_environ(**(env or {})),
             )
         self.ready = self._wait_ready()
 
