@@ -47,8 +47,8 @@ import asyncio
 import hashlib
 import ipaddress
 import logging
+import math
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -72,8 +72,8 @@ from .cluster_journal import (
     ClusterJournal,
     JournalRow,
     RangeView,
+    ViewStart,
     cluster_call,
-    in_cluster_call,
 )
 from .requests import ordered_ranges
 from .sqlite import WouldBlock
@@ -112,7 +112,7 @@ DEFAULT_MAX_CREATES = 8
 DEFAULT_CALL_TIMEOUT = 3.0  # one API call
 DEFAULT_BUDGET = 8.0  # one allocation or release, every call included (DRANET waits 10 s)
 DEFAULT_REFRESH = 60.0  # a range's view is listed again at least this often when used
-DEFAULT_MIN_REFRESH = 0.5  # and at most this often on 409s
+DEFAULT_MIN_REFRESH = 5.0  # and at most this often on 409s
 # Test hook: exit right after a create succeeded, before the journal records
 # it (the crash the recovery path exists for).  Never set it in production.
 EXIT_AFTER_CREATE_ENV = "DRANET_CLOUD_FAULT_EXIT_AFTER_IPADDRESS_CREATE"
@@ -155,6 +155,14 @@ class IPAddressApi(Protocol):
         deadline: float | None = None,
         page_size: int = 500,
     ) -> Sequence[IPAddressObject]: ...
+
+    def list_ip_address_names(
+        self,
+        label_selector: str | None = None,
+        *,
+        deadline: float | None = None,
+        page_size: int = 500,
+    ) -> Sequence[str]: ...
 
 
 class _Budget:
@@ -240,9 +248,12 @@ class ClusterIpam:
         self.refresh_interval = refresh_interval
         self.min_refresh = min_refresh
         self._close_api = close_api
+        self._home = node_home(node)
         self._views: dict[IPRange, RangeView] = {}
         self._views_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
+        self._listed = -math.inf  # time.monotonic() when the last good list began
+        self._new_views = -math.inf  # when a range was first asked for
         environ = os.environ if env is None else env
         self._exit_after_create = environ.get(EXIT_AFTER_CREATE_ENV) == "1"
         # Figures for benchmarks and tests (never reset): API calls by kind.
@@ -266,10 +277,14 @@ class ClusterIpam:
         creates = 0
         while True:
             views = {r.version: self._view(r, budget) for r in wanted}
-            addresses, fresh = self._intents(owner, wanted, claim, views, budget)
+            addresses, new_rows = self._intents(owner, wanted, claim, views, budget)
+            fresh = {(r.family, r.value) for r in new_rows}
+            rows = [r for r in new_rows if r.address in addresses]
+            if len(rows) < len(addresses):  # some were in the journal already: read them
+                rows = [r for r in self.journal.rows(owner) if r.address in addresses]
             retry = False
-            for row in self.journal.rows(owner):
-                if row.address not in addresses or row.state == BOUND:
+            for row in rows:
+                if row.state == BOUND:
                     continue
                 if creates >= self.max_creates:
                     raise ProviderUnavailable(
@@ -282,6 +297,9 @@ class ClusterIpam:
                 )
                 creates += wrote
                 retry = retry or not done
+                if not done and creates == self.max_creates // 2:
+                    # Half the tries lost: the view is too old to steer; list now.
+                    self._refresh(budget, newer_than=time.monotonic(), required=False)
             if not retry:
                 return addresses
 
@@ -294,8 +312,9 @@ class ClusterIpam:
         # normalises the addresses; it writes the intents of the new ones.
         result: list[str] = []
         views: dict[int, RangeView] = {}
-        with cluster_call(views) as fresh:
+        with cluster_call(views) as new_rows:
             result = self.journal.reserve(owner, addresses, claim=claim)
+        fresh = {(r.family, r.value) for r in new_rows}
         wanted = set(result)
         rows = [r for r in self.journal.rows(owner) if r.address in wanted and r.state != BOUND]
         if not rows:
@@ -432,7 +451,7 @@ class ClusterIpam:
         claim: ClaimReference | None,
         views: dict[int, RangeView],
         budget: _Budget,
-    ) -> tuple[list[str], set[tuple[int, int]]]:
+    ) -> tuple[list[str], list[JournalRow]]:
         """The journal's addresses for ``owner`` (new intents committed); refreshes the views
         once when the journal finds a range full."""
         refreshed = False
@@ -440,7 +459,7 @@ class ClusterIpam:
             try:
                 with cluster_call(views) as inserted:
                     addresses = self.journal.allocate(owner, wanted, claim=claim)
-                return addresses, set(inserted)
+                return addresses, list(inserted)
             except RangeExhausted:
                 if refreshed:
                     full = next(
@@ -458,7 +477,7 @@ class ClusterIpam:
                         "ipam gc --kubernetes --ipam-scope cluster` or configure a larger range"
                     ) from None
                 refreshed = True
-                self._refresh(budget, force=True)
+                self._refresh(budget, newer_than=time.monotonic())
 
     @staticmethod
     def _looks_full(view: RangeView) -> bool:
@@ -498,13 +517,17 @@ class ClusterIpam:
                     self._bind(row, found)
                     return True, 1
             self._lost(row, view)
-            if view is not None and self._stale(view):
-                self._refresh(budget)
+            if view is not None:
+                view.move_home()
+                self._refresh(
+                    budget, newer_than=time.monotonic() - self.min_refresh, required=False
+                )
             return False, 1
         except kube_error as exc:
             self._create_failed(row, exc)
         if view is not None:
             view.add(row.value)
+            view.advance(row.value)
         self._bind(row, obj)
         return True, 1
 
@@ -715,47 +738,50 @@ class ClusterIpam:
         with self._views_lock:
             return self._views.get(rng)
 
-    def _stale(self, view: RangeView) -> bool:
-        listed = view.listed_at
-        return listed is None or time.monotonic() - listed >= self.min_refresh
-
     def _view(self, rng: IPRange, budget: _Budget) -> RangeView:
+        now = time.monotonic()
         with self._views_lock:
             view = self._views.get(rng)
             if view is None:
-                view = self._views[rng] = RangeView(rng)
-        listed = view.listed_at
-        if listed is None or time.monotonic() - listed >= self.refresh_interval:
-            self._refresh(budget, force=listed is None)
+                view = self._views[rng] = RangeView(rng, self._home)
+                self._new_views = now
+        # A new range needs a list begun after it was known; any needs one now and then.
+        self._refresh(budget, newer_than=max(self._new_views, now - self.refresh_interval))
         return view
 
-    def _refresh(self, budget: _Budget, *, force: bool = False) -> None:
-        """List every IPAddress once and refill every range's view from it.
+    def _refresh(self, budget: _Budget, *, newer_than: float, required: bool = True) -> None:
+        """List every IPAddress once and refill every range's view from it, unless
+        a list begun after ``newer_than`` already did (one list at a time).
 
-        One refresh at a time: a thread that waited for another's list uses
-        it unless ``force`` asks for one begun after the wait.
+        Only a ``required`` list fails the caller: after a 409 the list merely
+        helps the next pick, and the create stays the referee.
         """
-        asked = time.monotonic()
+        if self._listed >= newer_than:
+            return
         with self._refresh_lock:
+            if self._listed >= newer_than:
+                return
             with self._views_lock:
                 views = list(self._views.values())
-            if not force and all(
-                v.listed_at is not None and v.listed_at >= asked - self.min_refresh for v in views
-            ):
-                return
             kube_error = _kube_errors()[0]
             started = time.monotonic()
             self._count("list")
             try:
-                objects = self.api.list_ip_addresses(deadline=budget.call("list ipaddresses"))
+                # A list may take longer than one call: it gets what is left.
+                names = self.api.list_ip_address_names(
+                    deadline=max(budget.call("list ipaddresses"), budget.until - started)
+                )
             except kube_error as exc:
+                if not required:
+                    log.info("ipam (cluster scope): cannot list IPAddress objects: %s", safe(exc))
+                    return
                 raise ProviderUnavailable(
                     f"ipam (cluster scope): cannot list IPAddress objects ({exc}); retry"
                 ) from exc
             taken: dict[int, list[int]] = {id(v): [] for v in views}
-            for obj in objects:
+            for name in names:
                 try:
-                    addr = ipaddress.ip_address(obj.name)
+                    addr = ipaddress.ip_address(name)
                 except ValueError:
                     continue
                 value = int(addr)
@@ -764,33 +790,17 @@ class ClusterIpam:
                         taken[id(v)].append(value)
             for v in views:
                 v.replace(taken[id(v)], started)
-            log.debug("ipam (cluster scope): listed %d IPAddress objects", len(objects))
+            self._listed = started
+            log.debug("ipam (cluster scope): listed %d IPAddress objects", len(names))
 
     # Last: a method named ``list`` shadows the builtin in annotations below it.
     def list(self) -> list[Allocation]:
         return self.journal.list()
 
 
-def spread_start(node: str) -> _NodeSpread:
-    """The start-point policy: a fixed point of each range derived from the node's name."""
-    return _NodeSpread(node)
-
-
-class _NodeSpread:
-    """A :class:`~.requests.RandomSource` that answers the node's own offset.
-
-    Nodes that share a range each start their search at a different,
-    stable point, so they fill separate stretches and their stale views
-    rarely send two of them to the same candidate.
-    """
-
-    def __init__(self, node: str) -> None:
-        self._seed = int.from_bytes(hashlib.sha256(node.encode()).digest()[:8], "big")
-        self._other = random.SystemRandom()
-
-    def randrange(self, stop: int, /) -> int:
-        # Node-scope pools in the same journal keep the node store's random start.
-        return self._seed % stop if in_cluster_call() else self._other.randrange(stop)
+def node_home(node: str) -> int:
+    """A stable number derived from the node's name: where its searches start."""
+    return int.from_bytes(hashlib.sha256(node.encode()).digest()[:8], "big")
 
 
 def open_cluster_ipam(
@@ -813,7 +823,7 @@ def open_cluster_ipam(
         client = KubeClient(kubeconfig)
         api, close = client, client.close
     try:
-        journal = ClusterJournal(path, rng=spread_start(node))
+        journal = ClusterJournal(path, rng=ViewStart())
     except BaseException:
         if close is not None:
             close()

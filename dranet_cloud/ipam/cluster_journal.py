@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -74,13 +75,26 @@ class RangeView:
     stale view costs a wasted write, never a duplicate.
     """
 
-    def __init__(self, rng: IPRange) -> None:
+    def __init__(self, rng: IPRange, home: int = 0) -> None:
         self.range = rng
         self.lo = int(rng.start)
         self.hi = int(rng.end)
         self._taken: list[int] = []
         self._lock = threading.Lock()
         self.listed_at: float | None = None  # time.monotonic() of the list it holds
+        # Where this node's searches start (an offset into the range): its own
+        # stretch.  Moved to a random point when a create meets someone else's
+        # object there, since that stretch is evidently another node's too.
+        self.home = home % rng.size
+        self._random = random.Random(home)
+
+    def move_home(self) -> None:
+        self.home = self._random.randrange(self.range.size)
+
+    def advance(self, value: int) -> None:
+        """Next fit: the next search starts after ``value``, which this node just took,
+        so a node's allocations cost no walk over its own earlier ones."""
+        self.home = (value - self.lo + 1) % self.range.size
 
     def replace(self, values: Sequence[int], listed_at: float) -> None:
         ordered = sorted(set(values))
@@ -137,28 +151,40 @@ class JournalRow:
 
 class _Call(threading.local):
     views: dict[int, RangeView] | None = None
-    inserted: list[tuple[int, int]] | None = None
+    inserted: list[JournalRow] | None = None
 
 
 _CALL = _Call()
 
 
+class ViewStart:
+    """The journal's :class:`~.requests.RandomSource`: a search starts at the home of
+    the range's view in a :func:`cluster_call`, at a random point otherwise (the
+    node-scope pools that share the journal)."""
+
+    def __init__(self) -> None:
+        self._other = random.SystemRandom()
+
+    def randrange(self, stop: int, /) -> int:
+        # The store asks for an offset in a range of ``stop`` addresses; a call
+        # has one range per family, told apart by their sizes.
+        for view in (_CALL.views or {}).values():
+            if view.range.size == stop:
+                return view.home
+        return self._other.randrange(stop)
+
+
 @contextmanager
-def cluster_call(views: dict[int, RangeView]) -> Iterator[list[tuple[int, int]]]:
+def cluster_call(views: dict[int, RangeView]) -> Iterator[list[JournalRow]]:
     """Journal writes on this thread see ``views`` and record intents; yields
-    the ``(family, value)`` of every row inserted meanwhile."""
+    the rows inserted meanwhile (fresh intents)."""
     outer = (_CALL.views, _CALL.inserted)
-    inserted: list[tuple[int, int]] = []
+    inserted: list[JournalRow] = []
     _CALL.views, _CALL.inserted = views, inserted
     try:
         yield inserted
     finally:
         _CALL.views, _CALL.inserted = outer
-
-
-def in_cluster_call() -> bool:
-    """Whether a :func:`cluster_call` is under way on this thread."""
-    return _CALL.inserted is not None
 
 
 def _merged(
@@ -214,7 +240,7 @@ class ClusterJournal(SqliteStore):
                 "VALUES (?, ?, ?, NULL)",
                 (family, _addr_key(family, value), PENDING),
             )
-            inserted.append((family, value))
+            inserted.append(JournalRow(alloc, family, value, PENDING, None))
 
     # -- reading ------------------------------------------------------------------------
 

@@ -30,9 +30,9 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ProviderUnavailable
 from ..logsafe import safe
@@ -41,6 +41,7 @@ from .ipaddress import (
     IPAddressObject,
     ParentRef,
     ip_address_body,
+    ip_address_name,
     ip_address_path,
     parse_ip_address,
     parse_ip_address_page,
@@ -80,6 +81,8 @@ MAX_LIST_RESTARTS = 3  # new lists after 410 Expired before giving up
 RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io/v1"
 KUBE_SYSTEM_PATH = "/api/v1/namespaces/kube-system"
 _IPADDRESSES = "ipaddresses.networking.k8s.io"
+
+T = TypeVar("T")
 
 # The deadline of the call in progress on this thread (time.monotonic()).
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -514,6 +517,28 @@ class KubeClient:
         ``continue`` to the last page within one deadline; ``410 Expired``
         starts over, at most ``max_restarts`` times.
         """
+        return self._list_ip(label_selector, deadline, page_size, max_restarts, parse_ip_address)
+
+    def list_ip_address_names(
+        self,
+        label_selector: str | Mapping[str, str] | None = None,
+        *,
+        deadline: float | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        max_restarts: int = MAX_LIST_RESTARTS,
+    ) -> list[str]:
+        """:meth:`list_ip_addresses`, complete or raising likewise, but only the names:
+        what a view of the taken addresses needs, at a fraction of the cost."""
+        return self._list_ip(label_selector, deadline, page_size, max_restarts, ip_address_name)
+
+    def _list_ip(
+        self,
+        label_selector: str | Mapping[str, str] | None,
+        deadline: float | None,
+        page_size: int,
+        max_restarts: int,
+        item: Callable[[Any], T],
+    ) -> list[T]:
         if isinstance(label_selector, Mapping):
             selector = ",".join(f"{k}={v}" for k, v in label_selector.items())
         else:
@@ -527,7 +552,7 @@ class KubeClient:
         while True:
             try:
                 with self._deadline(budget, what, until=until, needs=f"list on {_IPADDRESSES}"):
-                    return self._all_pages(selector, page_size)
+                    return self._all_pages(selector, page_size, item)
             except KubeError as exc:
                 if exc.status == 410 and restarts < max_restarts:
                     restarts += 1
@@ -535,8 +560,8 @@ class KubeClient:
                     continue
                 raise
 
-    def _all_pages(self, selector: str, page_size: int) -> list[IPAddressObject]:
-        found: list[IPAddressObject] = []
+    def _all_pages(self, selector: str, page_size: int, item: Callable[[Any], T]) -> list[T]:
+        found: list[T] = []
         token = ""
         seen: set[str] = set()
         while True:
@@ -546,7 +571,7 @@ class KubeClient:
             if token:
                 params["continue"] = token
             page, token = parse_ip_address_page(
-                self._request("GET", IPADDRESSES_PATH, params=params)
+                self._request("GET", IPADDRESSES_PATH, params=params), item
             )
             found.extend(page)
             if not token:
