@@ -1,0 +1,164 @@
+"""``--ipam-scope`` on ``profile get|release``, ``ipam gc`` and ``serve``: flags, errors, exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dranet_cloud.cli.main import main as cli_main
+from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.testing.kubernetes import KubernetesEmulator
+
+from .test_server_cli import CLI, REPO
+
+MAC = "0c:42:a1:00:00:11"
+
+
+def profile(tmp: Path, kube: KubernetesEmulator, action: str, claim: str, *extra: str) -> int:
+    (tmp / "config.json").write_text(json.dumps({"profile": "local-ipam", "interface": {}}))
+    return cli_main(
+        [
+            "profile",
+            action,
+            "--host-root",
+            str(tmp),
+            "--ipam-range",
+            "10.33.0.0/24",
+            "--ipam-db",
+            str(tmp / "ipam.db"),
+            "--ipam-scope",
+            "cluster",
+            "--node-name",
+            "node-a",
+            "--kubeconfig",
+            str(kube.write_kubeconfig()),
+            "--device",
+            f"name=eth1,mac={MAC}",
+            "--config",
+            str(tmp / "config.json"),
+            *(["--claim", claim] if claim.endswith(".json") else ["--claim-uid", claim]),
+            "-o",
+            "json",
+            *extra,
+        ]
+    )
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = isolated_environ()
+    env.pop("NODE_NAME", None)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=REPO, env=env)
+
+
+def claim_file(tmp: Path, kube: KubernetesEmulator, name: str) -> str:
+    stored = kube.add_claim("team", name, uid=f"uid-{name}", node="node-a")
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(stored))
+    return str(path)
+
+
+def test_profile_get_and_release_in_cluster_scope(
+    tmp_path: Path, kube: KubernetesEmulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = claim_file(tmp_path, kube, "one")
+    assert profile(tmp_path, kube, "get", one) == 0
+    (address,) = json.loads(capsys.readouterr().out)["interface"]["addresses"]
+    (obj,) = kube.ip_addresses()
+    assert f"{obj['metadata']['name']}/32" == address
+    assert obj["spec"]["parentRef"]["name"] == "one"
+    # A retry by UID alone is answered from the journal.
+    kube.reset_calls()
+    assert profile(tmp_path, kube, "get", "uid-one") == 0
+    assert json.loads(capsys.readouterr().out)["interface"]["addresses"] == [address]
+    assert kube.calls() == {}
+    # A new claim known only by UID cannot name its parentRef: refused, nothing written.
+    assert profile(tmp_path, kube, "get", "uid-two") == 4
+    assert "parentRef" in capsys.readouterr().err
+    # The API fails: a new claim exits 5 (temporary), nothing is handed out.
+    kube.fail(503, times=50, resource="ipaddresses")
+    assert profile(tmp_path, kube, "get", claim_file(tmp_path, kube, "three")) == 5
+    assert len(kube.ip_addresses()) == 1
+    kube.clear_faults()
+    capsys.readouterr()
+    assert profile(tmp_path, kube, "release", one) == 0
+    assert json.loads(capsys.readouterr().out)["released"] is True
+    assert kube.ip_addresses() == []
+
+
+def test_ipam_gc_sweeps_the_objects_of_gone_claims(
+    tmp_path: Path, kube: KubernetesEmulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep, drop = claim_file(tmp_path, kube, "keep"), claim_file(tmp_path, kube, "drop")
+    assert profile(tmp_path, kube, "get", keep) == 0
+    assert profile(tmp_path, kube, "get", drop) == 0
+    # An object another node left behind, for a claim that is gone too.
+    kube.add_ip_address(
+        "10.33.0.200",
+        parent={
+            "group": "resource.k8s.io",
+            "resource": "resourceclaims",
+            "namespace": "team",
+            "name": "old",
+        },
+        labels={"ipaddress.kubernetes.io/managed-by": "dranet-cloud.dra.net"},
+        annotations={"dranet-cloud.dra.net/claim-uid": "uid-old"},
+    )
+    kube.delete_claim("team", "drop")
+    capsys.readouterr()
+    argv = [
+        "ipam",
+        "gc",
+        "--kubernetes",
+        "--grace",
+        "0s",
+        "--ipam-db",
+        str(tmp_path / "ipam.db"),
+        "--ipam-scope",
+        "cluster",
+        "--node-name",
+        "node-a",
+        "--kubeconfig",
+        str(kube.write_kubeconfig()),
+        "-o",
+        "json",
+    ]
+    assert cli_main(argv) == 0
+    out = capsys.readouterr()
+    assert [a["claim_uid"] for a in json.loads(out.out)] == ["uid-drop"]
+    assert "deleted 1 of 2 IPAddress object(s)" in out.err
+    (left,) = kube.ip_addresses()
+    assert left["spec"]["parentRef"]["name"] == "keep"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "--node-name"),
+        (["--node-name", "n1"], "--ipam-scope cluster needs the Kubernetes API"),
+        (["--node-name", "n1", "--ipam-memory", "--kubeconfig", "K"], "drop --ipam-memory"),
+    ],
+)
+def test_serve_refuses_cluster_scope_without_what_it_needs(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    extra = [str(tmp_path / "kc") if a == "K" else a for a in extra]
+    (tmp_path / "kc").write_text("{}")
+    res = run_cli(
+        "serve",
+        "--listen",
+        f"unix://{tmp_path}/s.sock",
+        "--cloud-provider-hint",
+        "none",
+        "--ipam-range",
+        "10.33.0.0/24",
+        "--ipam-db",
+        str(tmp_path / "ipam.db"),
+        "--ipam-scope",
+        "cluster",
+        *extra,
+    )
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr
