@@ -153,6 +153,8 @@ def test_rbac_grants_what_leak_reclaiming_and_cks_read() -> None:
         ("resource.k8s.io", "resourceclaims"): {"get", "list"},
         ("", "nodes"): {"get"},
         ("", "namespaces"): {"get"},  # only kube-system: the cluster's identity
+        # --ipam-scope cluster: addresses as IPAddress objects, reclaimed when claims go
+        ("networking.k8s.io", "ipaddresses"): {"create", "get", "list", "watch", "delete"},
     }
     namespaces = next(r for r in docs["ClusterRole"]["rules"] if "namespaces" in r["resources"])
     assert namespaces["resourceNames"] == ["kube-system"]

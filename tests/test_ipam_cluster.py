@@ -195,7 +195,7 @@ def test_api_down_new_claims_fail_known_claims_answer(
     a = nodes["node-a"]
     known = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
     claim = ref(kube, "u2")
-    kube.fail(503, times=100)
+    kube.fail(503, times=None)
     with pytest.raises(ProviderUnavailable):
         a.allocate(owner("u2"), [RANGE], claim=claim)
     assert a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1")) == known
@@ -227,6 +227,9 @@ def test_static_addresses_are_reserved_cluster_wide(
     a, b = nodes["node-a"], nodes["node-b"]
     assert a.reserve(owner("u1"), ["10.9.0.50/24"], claim=ref(kube, "u1")) == ["10.9.0.50/32"]
     assert "10.9.0.50" in objects(kube)
+    kube.reset_calls()  # a retry is the journal's answer
+    assert a.reserve(owner("u1"), ["10.9.0.50/24"], claim=ref(kube, "u1")) == ["10.9.0.50/32"]
+    assert kube.calls() == {}
     with pytest.raises(AddressConflict, match=r"10\.9\.0\.50.*c-u1"):
         b.reserve(owner("u2"), ["10.9.0.50"], claim=ref(kube, "u2", "node-b"))
     assert b.list() == []
@@ -268,3 +271,28 @@ def test_gc_deletes_objects_of_gone_claims_from_any_node_and_keeps_live_ones(
     assert swept.sweep.deleted == [gone_b[0].removesuffix("/32")]
     assert sorted(objects(kube)) == sorted(x.removesuffix("/32") for x in live + b_live)
     assert ipaddress.ip_interface(live[0]) and a.list()[0].owner.claim_uid == "live"
+
+
+def test_api_calls_never_run_on_an_event_loop(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    """On a thread running a loop (the server's store lane) a journal answer is fine,
+    but anything that would call the API raises WouldBlock before touching anything."""
+    import asyncio
+
+    from dranet_cloud.ipam.sqlite import WouldBlock
+
+    a = nodes["node-a"]
+    known = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
+    claim = ref(kube, "u2")
+
+    async def on_the_loop() -> list[str]:
+        with pytest.raises(WouldBlock):
+            a.allocate(owner("u2"), [RANGE], claim=claim)
+        with pytest.raises(WouldBlock):
+            a.release(owner("u1"))
+        return a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
+
+    kube.reset_calls()
+    assert asyncio.run(on_the_loop()) == known
+    assert kube.calls() == {} and a.journal.rows(owner("u2")) == []

@@ -75,7 +75,7 @@ from .cluster_journal import (
     ViewStart,
     cluster_call,
 )
-from .requests import ordered_ranges
+from .requests import host_cidr, ordered_ranges, parse_static
 from .sqlite import WouldBlock
 
 if TYPE_CHECKING:
@@ -276,6 +276,12 @@ class ClusterIpam:
         budget = _Budget(self.budget, self.call_timeout)
         creates = 0
         while True:
+            if creates >= self.max_creates:
+                raise ProviderUnavailable(
+                    f"ipam (cluster scope): {owner}: {creates} address(es) tried in "
+                    f"{', '.join(map(str, wanted))} were all taken by other nodes; the range "
+                    "is contended, retry"
+                )
             views = {r.version: self._view(r, budget) for r in wanted}
             addresses, new_rows = self._intents(owner, wanted, claim, views, budget)
             fresh = {(r.family, r.value) for r in new_rows}
@@ -286,12 +292,6 @@ class ClusterIpam:
             for row in rows:
                 if row.state == BOUND:
                     continue
-                if creates >= self.max_creates:
-                    raise ProviderUnavailable(
-                        f"ipam (cluster scope): {owner}: {creates} address(es) tried in "
-                        f"{', '.join(map(str, wanted))} were all taken by other nodes; the range "
-                        "is contended, retry"
-                    )
                 done, wrote = self._settle(
                     row, claim, fresh=(row.family, row.value) in fresh, budget=budget, views=views
                 )
@@ -308,19 +308,20 @@ class ClusterIpam:
     ) -> list[str]:
         if owner.pool not in self.pools:
             return self.journal.reserve(owner, addresses, claim=claim)
-        # The journal refuses what another owner of this node holds, and
-        # normalises the addresses; it writes the intents of the new ones.
-        result: list[str] = []
+        asked = [host_cidr(a) for a in parse_static(owner, addresses)]
+        bound = {r.address for r in self.journal.rows(owner) if r.state == BOUND}
+        if all(a in bound for a in asked):
+            return asked  # a retry: the journal answers
+        _off_loop(f"reserving for {owner}")
+        self._require_name(owner, claim)
+        # The journal refuses what another owner of this node holds; it writes
+        # the intents of the new addresses.
         views: dict[int, RangeView] = {}
         with cluster_call(views) as new_rows:
             result = self.journal.reserve(owner, addresses, claim=claim)
         fresh = {(r.family, r.value) for r in new_rows}
         wanted = set(result)
         rows = [r for r in self.journal.rows(owner) if r.address in wanted and r.state != BOUND]
-        if not rows:
-            return result
-        _off_loop(f"reserving for {owner}")
-        self._require_name(owner, claim)
         budget = _Budget(self.budget, self.call_timeout)
         made: list[JournalRow] = []
         for row in rows:
@@ -371,7 +372,9 @@ class ClusterIpam:
         freed = [r.allocation for r in local]
         cluster = [r for r in victims if r.owner.pool in self.pools]
         if cluster:
-            done = self._release_rows(cluster, _Budget(self.budget * 4, self.call_timeout))
+            done = self._release_rows(
+                cluster, _Budget(self.budget * 4, self.call_timeout), strict=False
+            )
             freed += [r.allocation for r in cluster if r.address in done]
         return freed
 
