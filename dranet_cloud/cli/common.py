@@ -352,7 +352,9 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
             from ..ipam.cluster import open_cluster_ipam
 
             node, kubeconfig = cluster
-            return open_cluster_ipam(resolve_db_path(path), node=node, kubeconfig=kubeconfig)
+            return open_cluster_ipam(
+                resolve_db_path(path), node=node, kubeconfig=kubeconfig, create=create
+            )
         return open_store(path, memory=memory, create=create)
 
     return opener

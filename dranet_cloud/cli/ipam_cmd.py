@@ -217,7 +217,7 @@ def _run_gc(args: argparse.Namespace) -> int:
                     partial, result = exc, exc.result
                 freed, summary = result.freed, result.summary()
                 extra = getattr(store, "cluster_reclaim", None)
-                if callable(extra):  # cluster scope: other nodes' leaked objects too
+                if callable(extra) and partial is None:  # cluster scope: others' leaks too
                     swept = extra(source, grace=grace, dry_run=args.dry_run)
                     summary += "\n" + swept.sweep.summary()
             else:

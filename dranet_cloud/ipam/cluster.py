@@ -389,6 +389,13 @@ class ClusterIpam:
     def health_problem(self) -> str | None:
         return self.journal.health_problem()
 
+    def get_meta(self, key: str) -> str | None:
+        """The journal's recorded facts (the cluster identity leak reclaiming checks)."""
+        return self.journal.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.journal.set_meta(key, value)
+
     def __enter__(self) -> ClusterIpam:
         return self
 
@@ -812,6 +819,7 @@ def open_cluster_ipam(
     node: str,
     kubeconfig: str | None = None,
     api: IPAddressApi | None = None,
+    create: bool = False,
     **options: Any,
 ) -> ClusterIpam:
     """The cluster-scope store: the journal at ``path`` and an API client.
@@ -826,7 +834,7 @@ def open_cluster_ipam(
         client = KubeClient(kubeconfig)
         api, close = client, client.close
     try:
-        journal = ClusterJournal(path, rng=ViewStart())
+        journal = ClusterJournal(path, rng=ViewStart(), create=create)
     except BaseException:
         if close is not None:
             close()
