@@ -61,7 +61,9 @@ async def settle() -> None:
 
 
 def make_lane(
-    store: SqliteStore, committer: HandCommitter, fallback: Callable[[Callable[[], Any]], Any]
+    store: SqliteStore,
+    committer: HandCommitter,
+    fallback: Callable[[Callable[[], Any], float], Any],
 ) -> StoreLane:
     return StoreLane(
         store,
@@ -72,7 +74,7 @@ def make_lane(
     )
 
 
-async def no_fallback(job: Callable[[], Any]) -> Any:
+async def no_fallback(job: Callable[[], Any], arrival: float) -> Any:
     raise AssertionError("no job should reach the worker pool here")
 
 
@@ -131,7 +133,7 @@ def test_a_queued_job_that_fails_or_would_block_leaves_its_group_alone(
     committer = HandCommitter()
     pooled: list[str] = []
 
-    async def fallback(job: Callable[[], Any]) -> Any:
+    async def fallback(job: Callable[[], Any], arrival: float) -> Any:
         pooled.append("ran on a worker")
         return "from the pool"
 

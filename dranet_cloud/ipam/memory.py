@@ -29,6 +29,7 @@ from .requests import (
     parse_static,
     start_offset,
 )
+from .tally import AllocationTally
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
@@ -72,6 +73,7 @@ class MemoryStore:
         self._keys: dict[str, set[str]] = {}
         self._owners_of: dict[str, int] = {}  # identity -> owners (claims) holding rows
         self._meta: dict[str, str] = {}  # facts about the store (the cluster of its claims)
+        self.tally = AllocationTally()  # held addresses per pool and range (metrics)
 
     # -- helpers (call with the lock held) ---------------------------------
 
@@ -112,6 +114,7 @@ class MemoryStore:
 
     def _add(self, alloc: Allocation) -> None:
         key = _key_of(alloc)
+        self.tally.apply([(alloc.owner.pool, key[0], key[1], 1)])
         self._by_key[key] = alloc
         bisect.insort(self._sorted[key[0]], key[1])
         owner = alloc.owner
@@ -122,6 +125,7 @@ class MemoryStore:
 
     def _remove(self, alloc: Allocation) -> None:
         key = _key_of(alloc)
+        self.tally.apply([(alloc.owner.pool, key[0], key[1], -1)])
         del self._by_key[key]
         values = self._sorted[key[0]]
         del values[bisect.bisect_left(values, key[1])]
@@ -148,6 +152,17 @@ class MemoryStore:
         return bisect.bisect_right(values, int(rng.end)) - bisect.bisect_left(
             values, int(rng.start)
         )
+
+    # -- the tally (metrics) -----------------------------------------------------
+
+    def watch_ranges(self, ranges: Sequence[IPRange]) -> None:
+        """Count the addresses held in each of ``ranges`` in the tally from now on."""
+        with self._lock:
+            self.tally.watch(ranges, self._count_in)
+
+    def recount_if_changed(self) -> bool:
+        """Nothing outside this process writes a memory store."""
+        return False
 
     # -- the store API -----------------------------------------------------
 

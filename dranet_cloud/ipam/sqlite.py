@@ -52,6 +52,7 @@ from .requests import (
     parse_static,
     start_offset,
 )
+from .tally import AllocationTally, Delta
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
@@ -219,13 +220,14 @@ class _Batch:
     commits without touching the disk.
     """
 
-    __slots__ = ("changes_at_begin", "done", "error", "size")
+    __slots__ = ("changes_at_begin", "deltas", "done", "error", "size")
 
     def __init__(self, changes_at_begin: int = 0) -> None:
         self.done = threading.Event()
         self.error: Exception | None = None
         self.size = 0
         self.changes_at_begin = changes_at_begin
+        self.deltas: list[Delta] = []  # for the tally, once committed
 
 
 class WouldBlock(BaseException):
@@ -337,6 +339,11 @@ class SqliteStore:
         # The connection's busy timeout now: 0 while the loop's deferred writes
         # use it (they must not wait), set back before a write that may wait.
         self._conn_busy_ms = self._busy_ms
+        # Addresses held per pool and range (``/metrics``), kept as commits land;
+        # ``_staged`` holds the changes of the write under way.
+        self.tally = AllocationTally()
+        self._staged: list[Delta] = []
+        self._data_version = 0
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- connection and transactions ---------------------------------------
@@ -409,6 +416,10 @@ class SqliteStore:
         self._files = storefile.identity(self.path)
         storefile.write_marker(self.path)
         self._conn_busy_ms = self._busy_ms
+        try:
+            self._recount(conn)
+        except sqlite3.DatabaseError as exc:  # a damaged file: /health says so already
+            log.warning("ipam: cannot count the allocations in %s for metrics: %s", self.path, exc)
         log.debug("ipam: opened %s (WAL, synchronous=%s)", self.path, self.synchronous)
         return conn
 
@@ -506,6 +517,7 @@ class SqliteStore:
                 return
             if conn.in_transaction:
                 conn.execute("COMMIT")
+                self.tally.apply(batch.deltas)
             self._write_error = None
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -548,8 +560,10 @@ class SqliteStore:
                 batch = self._batch = _Batch(conn.total_changes)
             try:
                 conn.execute("SAVEPOINT ipam_write")
+                self._staged = []
                 yield conn
                 conn.execute("RELEASE ipam_write")
+                batch.deltas += self._staged
                 batch.size += 1
             except BaseException as exc:
                 failed = exc
@@ -828,10 +842,10 @@ class SqliteStore:
 
         return scan
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, alloc: Allocation, family: int, value: int) -> None:
+    def _insert(self, conn: sqlite3.Connection, alloc: Allocation, family: int, value: int) -> None:
         """Store ``alloc``, whose address is ``value`` in IPv``family`` (known to
         every caller, so the text form is not parsed back)."""
+        self._staged.append((alloc.owner.pool, family, value, 1))
         conn.execute(
             f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -931,13 +945,15 @@ class SqliteStore:
             where = f"claim_uid = ? AND pool = ? AND device IN ({marks})"
             params = (owner.claim_uid, owner.pool, *devices)
             rows = conn.execute(
-                f"SELECT address FROM {_CLAIM_ROWS} WHERE {where} ORDER BY family, addr_key",
+                f"SELECT address, family, addr_key FROM {_CLAIM_ROWS} WHERE {where} "
+                "ORDER BY family, addr_key",
                 params,
             ).fetchall()
             conn.execute(f"DELETE FROM {_CLAIM_ROWS} WHERE {where}", params)
             if rows:
                 self._forget_unused_keys(conn, devices)
-            return [str(address) for (address,) in rows]
+            self._staged += [(owner.pool, family, int(key, 16), -1) for _a, family, key in rows]
+            return [str(address) for address, _f, _k in rows]
 
     def collect(
         self,
@@ -974,6 +990,7 @@ class SqliteStore:
             conn.execute(f"DELETE FROM allocations WHERE {condition}", params)
             if rows:
                 self._forget_unused_keys(conn, (row[4] for row in rows))
+            self._staged += [(row[3], row[0], int(row[1], 16), -1) for row in rows]
             if live is not None:
                 conn.execute("DELETE FROM temp.live_claims")
         return [_to_allocation(row) for row in rows]
@@ -1026,6 +1043,40 @@ class SqliteStore:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    # -- the tally (metrics) -----------------------------------------------------
+
+    @staticmethod
+    def _count_range(conn: sqlite3.Connection, rng: IPRange) -> int:
+        row = conn.execute(
+            "SELECT count(*) FROM allocations WHERE family = ? AND addr_key BETWEEN ? AND ?",
+            (
+                rng.version,
+                _addr_key(rng.version, int(rng.start)),
+                _addr_key(rng.version, int(rng.end)),
+            ),
+        ).fetchone()
+        return int(row[0])
+
+    def _recount(self, conn: sqlite3.Connection) -> None:
+        """Count the tally from the file (no write group may be open)."""
+        rows = conn.execute("SELECT pool, count(*) FROM allocations GROUP BY pool").fetchall()
+        self.tally.reset({str(p): int(n) for p, n in rows}, lambda r: self._count_range(conn, r))
+        self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def watch_ranges(self, ranges: Sequence[IPRange]) -> None:
+        """Count the addresses held in each of ``ranges`` in the tally from now on."""
+        with self._snapshot() as conn:
+            self.tally.watch(ranges, lambda r: self._count_range(conn, r))
+
+    def recount_if_changed(self) -> bool:
+        """Recount the tally if another process committed to the file since the last
+        count; may wait for the store (never call it on the event loop)."""
+        with self._snapshot() as conn:
+            if int(conn.execute("PRAGMA data_version").fetchone()[0]) == self._data_version:
+                return False
+            self._recount(conn)
+            return True
 
     def close(self) -> None:
         """Close the connection; later calls raise.  Closing twice is fine."""

@@ -11,8 +11,9 @@ the client is DRANET's Go daemon, unchanged:
 
 Errors are plain text like Go's ``http.Error``: 400 for a malformed request
 (naming the field or the limit) or a role this server lacks, 404/409 for
-denials, 413 for an oversized body, 503 when the server is saturated and 500
-only for temporary failures the kubelet should retry.
+denials, 413 for an oversized body, 503 (with ``Retry-After``) when no worker
+can take the request in time and 500 only for temporary failures the kubelet
+should retry.
 
 Why a hand-written router and not FastAPI: the whole job of a request is a
 dictionary lookup, one JSON parse, one model validation and (for the IPAM)
@@ -21,7 +22,8 @@ for ``/health`` and a middleware that re-encodes every body cost several
 times that.  Here ``/health`` is answered on the event loop from bytes built
 once, so no IPAM lock, slow plugin or busy worker can delay it; everything
 that may block (plugins, the store) runs in a bounded worker pool, and a
-request that finds the pool saturated gets a fast 503 instead of a queue.
+request that finds every worker busy waits for one in arrival order only as
+long as its answer can still reach DRANET in time (:mod:`.admission`).
 The exception is a request that only the built-in local IPAM serves: it runs
 on the loop without ever waiting and its writes are committed in groups by
 one thread (:mod:`.lane`).
@@ -54,6 +56,7 @@ from ..models import (
     parse_peer_config,
     parse_profile_request,
 )
+from .admission import Admission
 from .docs import documentation_app
 from .lane import StoreLane, StoreOnly
 from .middleware import (
@@ -96,6 +99,7 @@ RequestObserver = Callable[[str, str, int, float], None]
 _JSON = b"application/json"
 _TEXT = b"text/plain; charset=utf-8"
 _NO_SNIFF = (b"x-content-type-options", b"nosniff")
+_RETRY_AFTER = (b"retry-after", b"1")
 
 
 class ReleaseRequest(WireModel):
@@ -253,7 +257,6 @@ class ByodpApp:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         access_log: bool = True,
         workers: int = DEFAULT_WORKERS,
-        max_in_flight: int | None = None,
         store_health: Callable[[], str | None] | None = None,
     ) -> None:
         if max_body_bytes < 1:
@@ -263,7 +266,9 @@ class ByodpApp:
         self.max_body_bytes = max_body_bytes
         self.access_log = access_log
         self.observers: list[RequestObserver] = []
-        self.max_in_flight = max_in_flight if max_in_flight is not None else workers * 4
+        # Worker threads are the scarce part; the store lane (local-ipam) needs none.
+        self.admission = Admission(workers)
+        self._busy_logged = 0.0
         self._cloud = caps.cloud_provider
         self._profile = caps.profile_provider
         self._health_body = json.dumps(caps.to_wire(), separators=(",", ":")).encode()
@@ -274,7 +279,6 @@ class ByodpApp:
         self._committer: WorkerPool | None = None
         self._lane: StoreLane | None = None
         self._pool_lock = threading.Lock()
-        self._in_flight = 0
         self._routes: dict[str, _Route] = {
             "/GetDeviceAttributes": _Route("POST", self._device_attributes),
             "/GetDeviceConfig": _Route("POST", self._device_config),
@@ -333,7 +337,7 @@ class ByodpApp:
                 self._committer = WorkerPool(1, name="byodp-committer", memo=pool.memo)
                 self._lane = StoreLane(
                     store,
-                    fallback=pool.submit,
+                    fallback=self._on_worker,
                     committer=self._committer.submit,
                     failed=lambda exc: text_reply(
                         500,
@@ -401,7 +405,7 @@ class ByodpApp:
             else:
                 claim, reply_or_job = self._parse(path, route, body)
                 if callable(reply_or_job):
-                    reply = await self._run(reply_or_job)
+                    reply = await self._run(reply_or_job, started)
                 else:
                     reply = reply_or_job
         status, payload, ctype = reply
@@ -410,6 +414,8 @@ class ByodpApp:
             headers.append((b"content-type", ctype))
             if ctype is _TEXT:
                 headers.append(_NO_SNIFF)
+        if status == 503:
+            headers.append(_RETRY_AFTER)
         # Logged before the answer leaves: once a client has it, the line exists.
         self._finished(method, path, status, started, claim)
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -457,23 +463,36 @@ class ByodpApp:
         except ValidationError as exc:
             return claim, text_reply(400, describe_validation_errors(path, exc.errors()))
 
-    async def _run(self, job: Callable[[], Reply]) -> Reply:
-        """Run a blocking job in the pool; 503 at once when the pool is saturated."""
-        if self._in_flight >= self.max_in_flight:
+    async def _run(self, job: Callable[[], Reply], arrival: float) -> Reply:
+        """Run a job: a store-only one on the loop (the lane), others on a worker."""
+        if isinstance(job, StoreOnly) and (lane := self._store_lane()) is not None:
+            # A failed commit or a refused worker answers with its own reply,
+            # which finish passes on.
+            reply: Reply = job.finish(await lane.run(job.job, arrival))
+            return reply
+        return await self._on_worker(job, arrival)
+
+    async def _on_worker(self, job: Callable[[], T], arrival: float) -> T | Reply:
+        """``job`` on a worker thread once one is free in time, else a 503."""
+        refused = await self.admission.acquire(arrival)
+        if refused is not None:
+            now = time.monotonic()
+            if now - self._busy_logged >= 1.0:  # a burst of 503s is one line a second
+                self._busy_logged = now
+                log.warning(
+                    "busy: answering 503 (the kubelet retries; %d so far): %s",
+                    self.admission.turned_away,
+                    refused,
+                )
             return text_reply(
                 503,
-                f"the server has {self._in_flight} requests in progress (limit "
-                f"{self.max_in_flight}); a plugin or the IPAM store is slow, retry later",
+                f"the server is busy: {refused}; a plugin or the IPAM store is slow, retry later",
             )
-        self._in_flight += 1
+        began = time.perf_counter()
         try:
-            if isinstance(job, StoreOnly) and (lane := self._store_lane()) is not None:
-                # A failed commit answers with its own reply, which finish passes on.
-                reply: Reply = job.finish(await lane.run(job.job))
-                return reply
             return await self._executor().submit(job)
         finally:
-            self._in_flight -= 1
+            self.admission.release(time.perf_counter() - began)
 
     # --- endpoints (parse on the loop, return the blocking part) ------------------
 

@@ -83,7 +83,8 @@ class _Blocked:
 class StoreLane:
     """Runs :class:`StoreOnly` jobs on the loop and commits their writes in groups.
 
-    ``fallback`` runs a job where it may wait (the worker pool); ``committer``
+    ``fallback`` runs a job where it may wait (a worker, given the request's
+    arrival time; it may answer in the job's place instead); ``committer``
     runs a commit on the one thread that does them; ``failed`` turns a commit
     failure into the answer every request of that group gets instead.
 
@@ -99,13 +100,13 @@ class StoreLane:
         self,
         store: SqliteStore,
         *,
-        fallback: Callable[[Callable[[], T]], Awaitable[T]],
+        fallback: Callable[[Callable[[], T], float], Awaitable[Any]],
         committer: Callable[[Callable[[], None]], asyncio.Future[None]],
         failed: Callable[[BaseException], Any],
         memo: ResolutionMemo,
     ) -> None:
         self.store = store
-        self._fallback: Callable[[Callable[[], Any]], Awaitable[Any]] = fallback
+        self._fallback: Callable[[Callable[[], Any], float], Awaitable[Any]] = fallback
         self._committer = committer
         self._failed = failed
         self._memo = memo
@@ -122,8 +123,12 @@ class StoreLane:
         self.ran_inline = 0
         self.sent_to_pool = 0
 
-    async def run(self, job: Callable[[], T]) -> T:
-        """The job's answer, released once what it wrote is durable."""
+    async def run(self, job: Callable[[], T], arrival: float | None = None) -> T:
+        """The job's answer, released once what it wrote is durable.
+
+        ``arrival`` (``time.perf_counter()`` when the request was read) is
+        passed on to ``fallback`` for a job that must wait on a worker.
+        """
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self._committing:
             # The committer holds the store until its fsync is done: queue here
@@ -138,7 +143,8 @@ class StoreLane:
                 "store lane: %s; running the request on a worker thread", safe(outcome.reason)
             )
             self.sent_to_pool += 1
-            result: T = await self._fallback(job)
+            began = time.perf_counter() if arrival is None else arrival
+            result: T = await self._fallback(job, began)
             return result
         return cast(T, outcome)
 

@@ -8,12 +8,23 @@ What an operator needs to see before DRANET's claims start failing:
   label set);
 * ``dranet_cloud_ipam_pool_size|used|free{range}`` for each local-ipam range
   and ``dranet_cloud_ipam_allocations{pool}`` for every pool in the store,
-  computed when scraped (a scrape reads the store once; requests pay nothing);
+  from the counters the store keeps as its commits land
+  (:mod:`dranet_cloud.ipam.tally`): a scrape never reads the store, never
+  waits for its lock, and costs the same at 30 allocations or 30,000.  When
+  another process changed the file (``ipam gc`` by hand), a thread off the
+  event loop recounts it, at most every :data:`RECOUNT_INTERVAL` seconds;
 * ``dranet_cloud_gc_runs_total`` and ``dranet_cloud_gc_freed_total`` from the
   periodic collector;
 * ``dranet_cloud_plugin_errors_total{plugin,hook,error}``: every exception a
   plugin raised (metadata server unreachable, webhook down, denials), seen
-  through pluggy's hook-call monitoring, so no plugin needs code for it.
+  through pluggy's hook-call monitoring, so no plugin needs code for it;
+* ``dranet_cloud_server_connections``, ``dranet_cloud_server_buffered_bytes``
+  and ``dranet_cloud_server_connections_closed_total{reason}``: the byte and
+  connection bounds of :mod:`.protocol` at work;
+* ``dranet_cloud_build_info{version,python,implementation} 1`` and the
+  ``process_*`` series (CPU, resident memory, open files, start time).
+
+No ``*_created`` series: they double the exposition and nobody here reads them.
 
 The metrics live in their own :class:`CollectorRegistry` (nothing global, two
 servers in one test process do not collide).  The hook point into the server
@@ -24,11 +35,19 @@ serves the protocol, which also answers ``/metrics`` itself.
 from __future__ import annotations
 
 import logging
+import platform
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
@@ -39,6 +58,7 @@ if TYPE_CHECKING:
     from ..host import ProviderHost
     from ..iprange import IPRange
     from .collector import PeriodicCollector
+    from .protocol import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +81,10 @@ KNOWN_PATHS = frozenset(
 )
 # Unix-socket round trips take well under a millisecond; metadata calls can take seconds.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# How often a scrape may start a recount off the loop (see the module docstring).
+RECOUNT_INTERVAL = 5.0
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide in prometheus-client; the server is the only user
 
 
 def local_ipam_ranges(host: ProviderHost) -> list[IPRange]:
@@ -78,11 +102,21 @@ def local_ipam_ranges(host: ProviderHost) -> list[IPRange]:
 
 
 class _StateCollector(Collector):
-    """Gauges read at scrape time: IPAM pools and the garbage collector's totals."""
+    """Values read at scrape time from counters kept elsewhere; nothing here waits."""
 
-    def __init__(self, host: ProviderHost, gc: Callable[[], PeriodicCollector | None]) -> None:
+    def __init__(
+        self,
+        host: ProviderHost,
+        gc: Callable[[], PeriodicCollector | None],
+        limits: Callable[[], ConnectionLimits | None],
+    ) -> None:
         self.host = host
         self.gc = gc
+        self.limits = limits
+        self.ranges = local_ipam_ranges(host)
+        self._recounted = 0.0
+        self._recounting = False
+        self._watched: object = None  # the store whose tally watches self.ranges
 
     def collect(self) -> Iterator[Metric]:
         yield from self._ipam()
@@ -97,17 +131,79 @@ class _StateCollector(Collector):
         freed.add_metric([], collector.freed_total if collector is not None else 0)
         yield runs
         yield freed
+        yield from self._server()
+        from .. import __version__
+
+        info = GaugeMetricFamily(
+            "dranet_cloud_build_info",
+            "the running dranet-cloud release and interpreter (always 1)",
+            labels=["version", "python", "implementation"],
+        )
+        info.add_metric(
+            [__version__, platform.python_version(), platform.python_implementation()], 1
+        )
+        yield info
+
+    def _server(self) -> Iterator[Metric]:
+        limits = self.limits()
+        if limits is None:
+            return
+        conns = GaugeMetricFamily("dranet_cloud_server_connections", "open client connections")
+        conns.add_metric([], len(limits.open))
+        held = GaugeMetricFamily(
+            "dranet_cloud_server_buffered_bytes",
+            f"request and answer bytes the connections hold (ceiling {limits.buffer_budget})",
+        )
+        held.add_metric([], max(limits.buffered, 0))
+        closed = CounterMetricFamily(
+            "dranet_cloud_server_connections_closed",
+            "connections the server closed to keep its bounds, by reason",
+            labels=["reason"],
+        )
+        for reason, count in (
+            ("evicted_idle", limits.evicted),
+            ("refused_at_cap", limits.refused),
+            ("request_timeout", limits.timed_out),
+            ("answers_unread", limits.stalled),
+            ("over_buffer_ceiling", limits.shed),
+            ("request_too_large", limits.rejected),
+        ):
+            closed.add_metric([reason], count)
+        yield from (conns, held, closed)
+
+    def _store(self) -> Any:
+        store = self.host.context.ipam_if_open
+        return store if getattr(store, "tally", None) is not None else None
+
+    def refresh(self) -> None:
+        """Watch the ranges and recount after an outside change; may wait (not on the loop)."""
+        try:
+            store = self._store()
+            if store is None:
+                return
+            if self._watched is not store:
+                store.watch_ranges(self.ranges)
+                self._watched = store
+            store.recount_if_changed()
+        except Exception as exc:  # the next scrape tries again
+            log.warning("metrics: cannot count the IPAM store: %s", exc)
+        finally:
+            self._recounting = False
+
+    def _refresh_later(self) -> None:
+        now = time.monotonic()
+        if self._recounting or now - self._recounted < RECOUNT_INTERVAL:
+            return
+        self._recounting, self._recounted = True, now
+        threading.Thread(target=self.refresh, name="metrics-recount", daemon=True).start()
 
     def _ipam(self) -> Iterator[Metric]:
-        ranges = local_ipam_ranges(self.host)
-        has_store = self.host.context._ipam is not None
-        if not ranges and not has_store:
+        store = self._store()
+        if store is None:
             return  # never open a store just to be scraped
-        try:
-            allocations = self.host.context.ipam.list()
-        except Exception as exc:  # a scrape must not fail because the store is busy
-            log.warning("metrics: cannot read the IPAM store: %s", exc)
-            return
+        self._refresh_later()
+        tally = store.tally
+        counted = tally.ranges() if self._watched is store else {}
         size = GaugeMetricFamily(
             "dranet_cloud_ipam_pool_size", "addresses in a local-ipam range", labels=["range"]
         )
@@ -117,20 +213,18 @@ class _StateCollector(Collector):
         free = GaugeMetricFamily(
             "dranet_cloud_ipam_pool_free", "addresses of a local-ipam range free", labels=["range"]
         )
-        for rng in ranges:
-            held = sum(1 for a in allocations if a.address in rng)
+        for rng in self.ranges:
             size.add_metric([str(rng)], rng.size)
-            used.add_metric([str(rng)], held)
-            free.add_metric([str(rng)], max(rng.size - held, 0))
-        per_pool: dict[str, int] = {}
-        for alloc in allocations:
-            per_pool[alloc.owner.pool] = per_pool.get(alloc.owner.pool, 0) + 1
+            held = counted.get(rng)
+            if held is not None:  # unknown until the first count has run
+                used.add_metric([str(rng)], held)
+                free.add_metric([str(rng)], max(rng.size - held, 0))
         pools = GaugeMetricFamily(
             "dranet_cloud_ipam_allocations",
             "addresses held in the node's IPAM store, per pool (plugin or profile)",
             labels=["pool"],
         )
-        for pool, count in sorted(per_pool.items()):
+        for pool, count in sorted(tally.pools().items()):
             pools.add_metric([pool], count)
         yield from (size, used, free, pools)
 
@@ -139,9 +233,13 @@ class ServerMetrics:
     """The server's metrics and the ASGI wrapper that records and exposes them."""
 
     def __init__(
-        self, host: ProviderHost, gc: Callable[[], PeriodicCollector | None] = lambda: None
+        self,
+        host: ProviderHost,
+        gc: Callable[[], PeriodicCollector | None] = lambda: None,
+        limits: Callable[[], ConnectionLimits | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
         self.requests = Counter(
             "dranet_cloud_requests",
             "BYODP requests answered, by path and HTTP status",
@@ -162,7 +260,9 @@ class ServerMetrics:
             ["plugin", "hook", "error"],
             registry=self.registry,
         )
-        self.registry.register(_StateCollector(host, gc))
+        self.state = _StateCollector(host, gc, limits)
+        self.state.refresh()  # the ranges' first count, before the loop runs
+        self.registry.register(self.state)
         self._watch_plugins(host)
 
     def _watch_plugins(self, host: ProviderHost) -> None:

@@ -1,11 +1,13 @@
 """Running the BYODP app on uvicorn: sockets, readiness, signals, garbage collection.
 
-Shutdown is what an operator of a DaemonSet expects: SIGTERM (or SIGINT) stops
+Signals are what an operator of a DaemonSet expects.  SIGTERM (or SIGINT) stops
 accepting connections, lets in-flight requests finish (up to
 ``shutdown_timeout``), stops the garbage collector, removes the unix socket it
 created and closes the IPAM store.  uvicorn re-raises the signal it caught
 once it is done; the runner's own handler absorbs it so that the clean-up
-above still runs and the process exits 0.
+above still runs and the process exits 0.  SIGHUP is logged and ignored: the
+log goes to stderr, so there is nothing to re-open, and its default action
+would end the daemon without clean-up.
 """
 
 from __future__ import annotations
@@ -130,12 +132,12 @@ class WebhookServer:
             access_log=options.access_log,
             workers=options.workers,
         )
-        # Prometheus /metrics and per-request counters wrap the protocol app.
-        self.metrics = ServerMetrics(host, lambda: self.collector)
-        self.asgi = self.metrics.wrap(self.app)
         if host.profile_routes or self.collector is not None:
             # Open the store now: a bad --ipam-db fails start-up, not every claim.
             _ = host.context.ipam
+        # Prometheus /metrics and per-request counters wrap the protocol app.
+        self.metrics = ServerMetrics(host, lambda: self.collector, lambda: self.limits)
+        self.asgi = self.metrics.wrap(self.app)
         self.bound: BoundSocket | None = None
         self._server: _Uvicorn | None = None
         self._ready = threading.Event()
@@ -167,6 +169,7 @@ class WebhookServer:
             http=protocol_class(self.limits),
             loop="auto",  # uvloop when installed
             lifespan="off",
+            ws="none",  # no upgrades: the protocol answers HTTP/1.1 only
             log_config=None,
             access_log=False,
             timeout_keep_alive=math.ceil(opts.keep_alive_timeout),  # the protocol's is exact
@@ -227,9 +230,16 @@ class WebhookServer:
             # signal after a graceful stop: ask for (or acknowledge) the exit.
             server.should_exit = True
 
+        def hangup(signum: int, frame: FrameType | None) -> None:
+            # A terminal closing or an operator's `kill -HUP` must not end the node's
+            # webhook (the default action would, leaving the socket behind).  The log
+            # goes to stderr, which needs no re-opening, so there is nothing to reload.
+            log.info("BYODP server: SIGHUP received and ignored (nothing to reload)")
+
         previous = {
             sig: signal.signal(sig, request_exit) for sig in (signal.SIGTERM, signal.SIGINT)
         }
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, hangup)
         try:
             self._serve(server)
         finally:
