@@ -111,7 +111,8 @@ def test_metrics_logs_and_health_of_a_running_server(served: dict[str, Any]) -> 
         assert http.post("http://x/GetProfileConfig", json=conflict).status_code == 409
         assert http.get("http://x/nowhere").status_code == 404
 
-    got = samples(fetch_metrics(sock))
+    text = fetch_metrics(sock)
+    got = samples(text)
     assert got[("dranet_cloud_requests_total", (("path", "/health"), ("status", "200")))] == 1
     assert got[("dranet_cloud_requests_total", (("path", "/GetProfileConfig"), ("status", "409")))]
     assert got[("dranet_cloud_requests_total", (("path", "other"), ("status", "404")))] == 1
@@ -127,6 +128,17 @@ def test_metrics_logs_and_health_of_a_running_server(served: dict[str, Any]) -> 
     assert got[("dranet_cloud_gc_freed_total", ())] == 0
     denied = (("error", "AddressConflict"), ("hook", "profile_config"), ("plugin", "local-ipam"))
     assert got[("dranet_cloud_plugin_errors_total", denied)] == 1
+    # What issue 27's scrape config and dashboards read.
+    [info] = [k for k in got if k[0] == "dranet_cloud_build_info"]
+    assert dict(info[1])["version"].startswith("0.") and dict(info[1])["python"].startswith("3.")
+    assert got[info] == 1
+    assert got[("process_resident_memory_bytes", ())] > 10 << 20
+    assert got[("process_open_fds", ())] > 0
+    assert "_created" not in text
+    assert got[("dranet_cloud_server_connections", ())] >= 1
+    assert got[("dranet_cloud_server_buffered_bytes", ())] >= 0
+    closed = ("dranet_cloud_server_connections_closed_total", (("reason", "answers_unread"),))
+    assert got[closed] == 0
 
     # The cheap probe sees the same server.
     probe = subprocess.run(
