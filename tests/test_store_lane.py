@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -208,6 +209,44 @@ def test_a_failed_commit_fails_its_group_and_the_next_group_still_lands(
         committer.finish()
         await settle()
         assert second.result() and committed_claims(db) == {"b"}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_a_commit_that_hangs_answers_late_before_the_deadline(tmp_path: Path) -> None:
+    """A stalled disk: the answer is ``late`` at arrival + budget, not after the commit."""
+    db = tmp_path / "ipam.db"
+    store = SqliteStore(db)
+    committer = HandCommitter()
+
+    def allocate(uid: str) -> Callable[[], list[str]]:
+        return lambda: store.allocate(Owner("pool", "mac:aa", uid), [RANGE])
+
+    async def scenario() -> None:
+        lane = StoreLane(
+            store,
+            fallback=no_fallback,
+            committer=committer,
+            failed=lambda exc: f"failed: {exc}",
+            memo=ResolutionMemo(),
+            late=lambda: "late",
+            budget=0.2,
+        )
+        first = asyncio.ensure_future(lane.run(allocate("a"), time.perf_counter()))
+        await settle()
+        queued = asyncio.ensure_future(lane.run(allocate("b"), time.perf_counter()))
+        await asyncio.sleep(0.4)  # the commit never ends
+        assert cast(Any, first.result()) == "late" and cast(Any, queued.result()) == "late"
+        committer.finish()  # the disk comes back: a is durable, b never ran
+        await settle()
+        assert committed_claims(db) == {"a"} and committer.handed == 1
+        # The kubelet retries: the same address, now durable.
+        again = asyncio.ensure_future(lane.run(allocate("a"), time.perf_counter()))
+        await settle()
+        assert again.result() == store.held(Owner("pool", "mac:aa", "a"))[0].address.split()
 
     try:
         asyncio.run(scenario())

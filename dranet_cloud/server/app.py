@@ -345,6 +345,12 @@ class ByodpApp:
                         "nothing was handed out, retry",
                     ),
                     memo=pool.memo,
+                    late=lambda: text_reply(
+                        503,
+                        f"the IPAM store did not commit within {self.admission.budget:g} s of "
+                        "this request (a slow disk?); a retry of the claim gets the same addresses",
+                    ),
+                    budget=self.admission.budget,
                 )
             return self._lane
 

@@ -71,6 +71,14 @@ def _same(value: Any) -> Any:
     return value
 
 
+_OVERDUE = object()  # what a job's future holds once its deadline passed
+
+
+def _overdue(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(_OVERDUE)
+
+
 class _Blocked:
     """What a queued job's future holds when the job would have waited."""
 
@@ -104,11 +112,15 @@ class StoreLane:
         committer: Callable[[Callable[[], None]], asyncio.Future[None]],
         failed: Callable[[BaseException], Any],
         memo: ResolutionMemo,
+        late: Callable[[], Any] | None = None,
+        budget: float = 8.0,
     ) -> None:
         self.store = store
         self._fallback: Callable[[Callable[[], Any], float], Awaitable[Any]] = fallback
         self._committer = committer
         self._failed = failed
+        self._late = late
+        self._budget = budget
         self._memo = memo
         self._batches: list[Any] = []
         self._answers: list[tuple[asyncio.Future[Any], Any]] = []
@@ -129,7 +141,15 @@ class StoreLane:
         ``arrival`` (``time.perf_counter()`` when the request was read) is
         passed on to ``fallback`` for a job that must wait on a worker.
         """
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        timer = None
+        if arrival is not None and self._late is not None:
+            # A commit that hangs (a stalled disk) must not hold the answer past
+            # DRANET's timeout: it gets ``late`` instead; writes made meanwhile
+            # are committed or not, and a retry of the claim finds them.
+            left = arrival + self._budget - time.perf_counter()
+            timer = loop.call_at(loop.time() + left, _overdue, fut)
         if self._committing:
             # The committer holds the store until its fsync is done: queue here
             # rather than occupy a worker thread; the job runs when that commit
@@ -138,6 +158,11 @@ class StoreLane:
         else:
             self._start(job, fut)
         outcome = await fut
+        if timer is not None:
+            timer.cancel()
+        if outcome is _OVERDUE and self._late is not None:
+            log.warning("store lane: no commit within %g s of the request's arrival", self._budget)
+            return cast(T, self._late())
         if isinstance(outcome, _Blocked):
             log.debug(
                 "store lane: %s; running the request on a worker thread", safe(outcome.reason)
