@@ -23,7 +23,9 @@ p99 latency, the server's CPU time per request (user + system, from
 issue's goals beside the measured figures.  The loop's figure is the bound:
 the server's Python runs under one lock (the GIL), mostly on the loop, so
 concurrent clients cannot get more than about ``1 / (loop CPU per request)``
-round trips/s out of it, however many commits they share.  Figures, not
+round trips/s out of it, however many commits they share.  Last, bursts of
+``--burst`` (64) new claims sent at once on as many connections, the issue-26
+check that a burst the server can absorb gets no 503.  Figures, not
 assertions.
 
 Run (no traffic leaves loopback; a unix socket needs no network at all):
@@ -102,6 +104,10 @@ class RawClient:
                 f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n"
             )
             self.sock.sendall(head.encode() + body)
+        return self.response()
+
+    def response(self) -> tuple[int, bytes]:
+        """Read one answer."""
         while b"\r\n\r\n" not in self.buf:
             self._fill()
         header, _, self.buf = self.buf.partition(b"\r\n\r\n")
@@ -250,6 +256,37 @@ def ipam_alone(directory: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
+def burst(sock: str, size: int, rounds: int) -> tuple[dict[int, int], list[float]]:
+    """``rounds`` bursts of ``size`` new claims written at once on ``size`` connections.
+
+    Returns how many answers had each status, and each burst's time from the
+    first request written to the last answer read.
+    """
+    statuses: dict[int, int] = {}
+    times: list[float] = []
+    for r in range(rounds):
+        clients = [RawClient(sock) for _ in range(size)]
+        wires = []
+        for i in range(size):
+            payload = body(f"burst-{r}-{i}")
+            wires.append(
+                b"POST /GetProfileConfig HTTP/1.1\r\nHost: localhost\r\n"
+                + AGENT.encode()
+                + b"Content-Length: %d\r\nContent-Type: application/json\r\n\r\n" % len(payload)
+                + payload
+            )
+        start = time.perf_counter()
+        for c, wire in zip(clients, wires, strict=True):
+            c.sock.sendall(wire)
+        for c in clients:
+            status, _payload = c.response()
+            statuses[status] = statuses.get(status, 0) + 1
+        times.append(time.perf_counter() - start)
+        for c in clients:
+            c.close()
+    return statuses, times
+
+
 def report(
     label: str, rate: float, lat: list[float], cpu: CpuUse, goal: float | None = None
 ) -> None:
@@ -270,6 +307,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--db-dir", default=None, help="directory for the SQLite file")
+    ap.add_argument("--burst", type=int, default=64, help="claims sent at once in a burst")
     args = ap.parse_args()
     n = 300 if args.quick else 1500
     with (
@@ -315,6 +353,14 @@ def main() -> None:
                 f"spent {loop * 1000:.3f} ms per new claim, so even with no waiting at all the "
                 f"server stops near {1 / loop:.0f}/s ({1 / loop / one:.2f}x one client); the rest "
                 "of the gap is the loop waiting while a group's fsync holds the store"
+            )
+            statuses, times = burst(str(sock), args.burst, 5)
+            answered = ", ".join(f"{n} x {code}" for code, n in sorted(statuses.items()))
+            print(
+                f"bursts: 5 x {args.burst} new claims at once on {args.burst} connections: "
+                f"{answered}; each burst answered in {min(times) * 1000:.0f}-"
+                f"{max(times) * 1000:.0f} ms; goal no 503: "
+                f"{'NOT met' if 503 in statuses else 'met'}"
             )
         finally:
             proc.send_signal(signal.SIGTERM)

@@ -105,7 +105,8 @@ def register(sub: Any) -> None:
         default=10.0,
         metavar="SECONDS",
         help="a connection must deliver a whole request (headers and body) within this "
-        "long of its first byte, or of being accepted (default 10)",
+        "long of its first byte, or of being accepted; one whose answers stay unread this "
+        "long is closed too (default 10)",
     )
     p.add_argument(
         "--idle-timeout",
