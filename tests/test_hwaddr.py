@@ -157,3 +157,28 @@ def test_a_bad_entry_is_skipped_with_one_warning_naming_it_and_the_document(
     assert entry_mac("000D3A1B2C3D", plugin="azure", entry="e", document="d", bare_hex=True)
     assert entry_mac("000D3A1B2C3D", plugin="aws", entry="e", document="d") is None
     assert "names no NIC with a usable MAC (2 entries" in str(no_usable_nic("the listing", 2))
+
+
+@pytest.mark.parametrize("size", range(1, 23))
+def test_the_fast_path_for_the_canonical_form_agrees_with_the_parser(size: int) -> None:
+    """normalize_mac returns a lower-case colon string unparsed; only Go's sizes pass."""
+    text = ":".join(f"{(size * 37 + i * 11) % 256:02x}" for i in range(size))
+    for candidate in (text, text + "\n", text.upper()):
+        try:
+            expected: str | None = str(parse_hwaddr(candidate))
+        except InvalidHardwareAddress:
+            expected = None
+        if expected is None:
+            with pytest.raises(InvalidHardwareAddress):
+                normalize_mac(candidate)
+        else:
+            assert normalize_mac(candidate) == expected
+    assert (size in (6, 8, 20)) == _valid(text)
+
+
+def _valid(text: str) -> bool:
+    try:
+        normalize_mac(text)
+    except InvalidHardwareAddress:
+        return False
+    return True
