@@ -29,9 +29,11 @@ from dranet_cloud_azure.ipoib import (
 from dranet_cloud_azure.sample_hosts import ETH0, IB_ADDRESSES, IB_NICS, kvp_records
 
 from dranet_cloud.context import ProviderOptions, SampleHost
+from dranet_cloud.errors import ConfigError
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hwaddr import parse_hwaddr
 from dranet_cloud.kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, encode_pool
+from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.nic import dra_pci_name
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.cli import describe_json, run_cli
@@ -145,6 +147,10 @@ def test_serve_answers_each_ib_nic_under_every_name_and_denies_what_the_pool_lac
         "config": {"profile": "gce-managed"},
     }
     assert client.post("/GetProfileConfig", json=body).status_code == 404
+    ipvlan = {"profile": PROFILE, "interface": {"type": "IPVLAN"}}
+    body = {"device": {"name": IB_NICS[0][0]}, "claim_uid": UID, "config": ipvlan}
+    r = client.post("/GetProfileConfig", json=body)
+    assert r.status_code == 400 and "IPVLAN" in r.text
 
     # The host drops ib7's pair: once the cached read is older than the interval,
     # ib7 is denied with a message naming it and the pool file.
@@ -201,3 +207,40 @@ def test_describe_and_profile_get_take_the_20_byte_address(
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["interface"]["addresses"] == [f"{IB_ADDRESSES[3]}/16"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("ipoib_prefix_length", "33"), ("kvp_reread", "7200"), ("kvp_pool", "relative/pool")],
+)
+def test_a_bad_setting_stops_the_start_naming_it(
+    azure_emulator: Emulator, azure_sample: SampleHost, key: str, value: str
+) -> None:
+    host = ProviderHost(
+        cloud_provider_hint="azure",
+        host_root=str(azure_sample.root),
+        env=azure_emulator.env,
+        options=ProviderOptions(metadata_deadline=5.0, settings={f"azure.{key}": value}),
+    )
+    with pytest.raises(ConfigError, match=f"azure.{key}={value}"):
+        host.start()
+    host.close()
+
+
+def test_the_prefix_length_is_a_setting(azure_emulator: Emulator, azure_sample: SampleHost) -> None:
+    host = ProviderHost(
+        cloud_provider_hint="azure",
+        host_root=str(azure_sample.root),
+        env=azure_emulator.env,
+        options=ProviderOptions(
+            metadata_deadline=5.0, settings={"azure.ipoib_prefix_length": "24"}
+        ),
+    )
+    host.start()
+    try:
+        dev = DeviceIdentifiers(mac_address=IB_NICS[2][1])
+        final = host.network_config(dev, UID, NetworkConfig.model_validate({"profile": PROFILE}))
+        assert final.interface.addresses == [f"{IB_ADDRESSES[2]}/24"]
+        assert final.interface.type == "Passthrough"
+    finally:
+        host.close()
