@@ -842,10 +842,11 @@ class SqliteStore:
 
         return scan
 
-    def _insert(self, conn: sqlite3.Connection, alloc: Allocation, family: int, value: int) -> None:
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, alloc: Allocation, family: int, value: int) -> None:
         """Store ``alloc``, whose address is ``value`` in IPv``family`` (known to
-        every caller, so the text form is not parsed back)."""
-        self._staged.append((alloc.owner.pool, family, value, 1))
+        every caller, so the text form is not parsed back; the caller stages it
+        for the tally)."""
         conn.execute(
             f"INSERT INTO allocations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -902,6 +903,7 @@ class SqliteStore:
                     main, host_cidr(address_of(rng.version, free)), False, now, claim
                 )
                 self._insert(conn, alloc, rng.version, free)
+                self._staged.append((alloc.owner.pool, rng.version, free, 1))
                 result.append(alloc.address)
             if held or result:
                 self._record(conn, main, devices)
@@ -924,6 +926,7 @@ class SqliteStore:
                 if row is None:
                     alloc = Allocation(main, host_cidr(addr), True, now, claim)
                     self._insert(conn, alloc, addr.version, int(addr))
+                    self._staged.append((alloc.owner.pool, addr.version, int(addr), 1))
                     continue
                 holder = _to_allocation(row)
                 same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid
