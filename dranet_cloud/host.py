@@ -30,6 +30,7 @@ from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
 from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
 from .hostroot import HostRoot
+from .hwaddr import is_ipoib
 from .logsafe import safe
 from .merge import merge_network_config
 from .models import (
@@ -308,7 +309,8 @@ class ProviderHost:
 
         Rate-limited twice: at most one reload per ``refresh_interval``, and a
         MAC that stayed unknown after a reload (a bridge, a veth) does not ask
-        again for ``unknown_mac_backoff``.  The fetch runs outside the state
+        again for ``unknown_mac_backoff``.  A 20-byte IPoIB address never asks:
+        no cloud's metadata lists a NIC by one.  The fetch runs outside the state
         lock, so cached devices are served while it is under way.
         """
         name = self.cloud
@@ -318,7 +320,7 @@ class ProviderHost:
         with self._lock:
             inst = self._instances[name]
             known = inst.known_macs()
-            if mac is None or known is None or mac in known:
+            if mac is None or known is None or mac in known or is_ipoib(mac):
                 return inst
             now = time.monotonic()
             last = self._last_refresh.get(name, 0.0)
@@ -358,7 +360,9 @@ class ProviderHost:
         if inst is None:
             return True
         known = inst.known_macs()
-        return known is None or device.mac is None or device.mac in known
+        mac = device.mac
+        # An IPoIB address is never in a cloud's NIC listing: not a hot-attach.
+        return known is None or mac is None or mac in known or is_ipoib(mac)
 
     def device_attributes(self, device: DeviceIdentifiers) -> AttributeMap:
         """Validated attributes from the cloud plugin plus every enricher."""

@@ -124,6 +124,15 @@ def normalize_mac(text: str) -> str:
     return str(parse_hwaddr(text))
 
 
+def is_ipoib(mac: str) -> bool:
+    """Whether a canonical (colon-form) address is 20 bytes: an IPoIB link address.
+
+    No cloud's metadata lists a NIC by one (they list Ethernet MACs), so a
+    snapshot's silence about it says nothing (see the host's hot-attach rule).
+    """
+    return mac.count(":") == IPOIB_SIZE - 1
+
+
 def link_address(raw: str | None) -> str | None:
     """A sysfs ``address`` file as an identity: 6, 8 or 20 bytes (IPoIB), not all zero.
 

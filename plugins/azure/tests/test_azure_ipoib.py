@@ -244,3 +244,27 @@ def test_the_prefix_length_is_a_setting(azure_emulator: Emulator, azure_sample: 
         assert final.interface.type == "Passthrough"
     finally:
         host.close()
+
+
+def test_ib_nics_are_no_hot_attach_and_their_answers_are_cached(
+    azure_emulator: Emulator, azure_sample: SampleHost
+) -> None:
+    """IMDS never lists an IPoIB address: asking about the IB NICs reloads nothing."""
+    host = ProviderHost(
+        cloud_provider_hint="azure",
+        host_root=str(azure_sample.root),
+        env=azure_emulator.env,
+        options=ProviderOptions(metadata_deadline=5.0),
+    )
+    host.start()
+    try:
+        loaded = len(azure_emulator.log)
+        for _ in range(2):
+            for name, hwaddr, _pci, _ib in IB_NICS:
+                assert host.device_attributes(DeviceIdentifiers(name=name, mac_address=hwaddr))
+        assert len(azure_emulator.log) == loaded
+        unknown = DeviceIdentifiers(name="eth9", mac_address="00:0d:3a:99:99:99")
+        host.device_attributes(unknown)  # an Ethernet MAC IMDS lacks: one reload
+        assert len(azure_emulator.log) == loaded + 1
+    finally:
+        host.close()
