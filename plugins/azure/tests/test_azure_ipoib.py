@@ -22,7 +22,6 @@ import pytest
 from dranet_cloud_azure.ipoib import (
     KVP_KEY,
     PROFILE,
-    SETTING_REREAD,
     kvp_mac,
     parse_ipoib_data,
 )
@@ -90,16 +89,23 @@ def _write_pool(root: Path, content: bytes) -> None:
         fh.truncate()
 
 
+def azure_host(emu: Emulator, sample: SampleHost, **settings: str) -> ProviderHost:
+    """A host (not started) for the Azure plugin, with ``azure.KEY`` settings."""
+    return ProviderHost(
+        cloud_provider_hint="azure",
+        host_root=str(sample.root),
+        env=emu.env,
+        options=ProviderOptions(
+            metadata_deadline=5.0, settings={f"azure.{k}": v for k, v in settings.items()}
+        ),
+    )
+
+
 @pytest.fixture
 def served(
     tmp_path: Path, azure_emulator: Emulator, azure_sample: SampleHost
 ) -> Iterator[tuple[ProviderHost, httpx.Client]]:
-    host = ProviderHost(
-        cloud_provider_hint="azure",
-        host_root=str(azure_sample.root),
-        env=azure_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0, settings={SETTING_REREAD: str(REREAD)}),
-    )
+    host = azure_host(azure_emulator, azure_sample, kvp_reread=str(REREAD))
     host.start()
     with served_on_unix_socket(host, tmp_path) as client:
         yield host, client
@@ -216,26 +222,14 @@ def test_describe_and_profile_get_take_the_20_byte_address(
 def test_a_bad_setting_stops_the_start_naming_it(
     azure_emulator: Emulator, azure_sample: SampleHost, key: str, value: str
 ) -> None:
-    host = ProviderHost(
-        cloud_provider_hint="azure",
-        host_root=str(azure_sample.root),
-        env=azure_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0, settings={f"azure.{key}": value}),
-    )
+    host = azure_host(azure_emulator, azure_sample, **{key: value})
     with pytest.raises(ConfigError, match=f"azure.{key}={value}"):
         host.start()
     host.close()
 
 
 def test_the_prefix_length_is_a_setting(azure_emulator: Emulator, azure_sample: SampleHost) -> None:
-    host = ProviderHost(
-        cloud_provider_hint="azure",
-        host_root=str(azure_sample.root),
-        env=azure_emulator.env,
-        options=ProviderOptions(
-            metadata_deadline=5.0, settings={"azure.ipoib_prefix_length": "24"}
-        ),
-    )
+    host = azure_host(azure_emulator, azure_sample, ipoib_prefix_length="24")
     host.start()
     try:
         dev = DeviceIdentifiers(mac_address=IB_NICS[2][1])
@@ -250,12 +244,7 @@ def test_ib_nics_are_no_hot_attach_and_their_answers_are_cached(
     azure_emulator: Emulator, azure_sample: SampleHost
 ) -> None:
     """IMDS never lists an IPoIB address: asking about the IB NICs reloads nothing."""
-    host = ProviderHost(
-        cloud_provider_hint="azure",
-        host_root=str(azure_sample.root),
-        env=azure_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0),
-    )
+    host = azure_host(azure_emulator, azure_sample)
     host.start()
     try:
         loaded = len(azure_emulator.log)
