@@ -11,6 +11,7 @@ import pytest
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.ipam import Owner, SqliteStore, open_store, storefile
 from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.server.metrics import _store_health
 
 V4 = ip_range_from_cidr("10.0.0.0/24")
 
@@ -131,3 +132,8 @@ def test_a_read_only_directory_is_a_warning_not_an_outage(
         assert len(health.warnings) == 1 and "not writable" in health.warnings[0]
         assert str(tmp_path) in health.warnings[0]
         assert store.allocate(owner(1), [V4])  # claims are still served
+        gauges = {m.name: m.samples[0].value for m in _store_health(store)}
+        assert gauges == {
+            "dranet_cloud_ipam_store_healthy": 1,
+            "dranet_cloud_ipam_store_degraded": 1,
+        }

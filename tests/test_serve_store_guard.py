@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from . import test_server_cli
-from .test_server_cli import CLI, REPO, ServeProcess
+from .test_metrics_logs import samples
+from .test_server_cli import CLI, REPO, GoLikeClient, ServeProcess
 
 servers = test_server_cli.servers  # the fixture that kills what a test left running
 
@@ -19,6 +20,14 @@ def serve_once(tmp: Path, db: Path) -> subprocess.CompletedProcess[str]:
     argv += ["none", "--host-root", str(tmp), "--ipam-db", str(db)]
     argv += ["--ipam-range", "10.5.0.0/24"]
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60)
+
+
+def store_gauges(client: GoLikeClient) -> tuple[float, float]:
+    """``dranet_cloud_ipam_store_healthy`` and ``..._degraded`` from ``/metrics``."""
+    got = samples(client.http.get("/metrics").text)
+    return got[("dranet_cloud_ipam_store_healthy", ())], got[
+        ("dranet_cloud_ipam_store_degraded", ())
+    ]
 
 
 def started(servers: list[ServeProcess], tmp: Path, *extra: str, **kw: Any) -> ServeProcess:
@@ -35,11 +44,13 @@ def test_deleting_the_db_files_under_serve_turns_health_503_and_fails_claims(
     client = serve.client()
     first = client.address("claim-1")
     assert first and client.http.get("/health").status_code == 200
+    assert store_gauges(client) == (1, 0)
     for name in ("ipam.db", "ipam.db-wal", "ipam.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)
     health = client.http.get("/health")
     assert health.status_code == 503, health.text
     assert "ipam.db was deleted" in health.text
+    assert store_gauges(client) == (0, 0)
     new = client.profile("claim-2")
     assert new.status_code == 500 and "was deleted" in new.text, new.text
     retry = client.profile("claim-1")  # nothing acknowledged from a file nobody will read

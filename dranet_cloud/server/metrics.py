@@ -227,6 +227,28 @@ class _StateCollector(Collector):
         for pool, count in sorted(tally.pools().items()):
             pools.add_metric([pool], count)
         yield from (size, used, free, pools)
+        yield from _store_health(store)
+
+
+def _store_health(store: Any) -> Iterator[Metric]:
+    """``dranet_cloud_ipam_store_healthy`` (0: ``/health`` is 503) and
+    ``dranet_cloud_ipam_store_degraded`` (1: serving, with a warning such as a
+    read-only directory); a few ``stat`` calls, nothing that waits."""
+    probe = getattr(store, "health", None)
+    if not callable(probe):
+        return
+    state = probe()
+    healthy = GaugeMetricFamily(
+        "dranet_cloud_ipam_store_healthy",
+        "1 when the IPAM store can serve claims, 0 when /health answers 503",
+    )
+    healthy.add_metric([], 1 if state.ok else 0)
+    degraded = GaugeMetricFamily(
+        "dranet_cloud_ipam_store_degraded",
+        "1 when the store serves claims with a warning (/health's warnings list)",
+    )
+    degraded.add_metric([], 1 if state.ok and state.warnings else 0)
+    yield from (healthy, degraded)
 
 
 class ServerMetrics:
