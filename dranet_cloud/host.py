@@ -32,6 +32,7 @@ from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnava
 from .hostroot import HostRoot
 from .hwaddr import is_ipoib
 from .logsafe import safe
+from .logsetup import fields
 from .merge import merge_network_config
 from .models import (
     AttributeMap,
@@ -394,6 +395,7 @@ class ProviderHost:
                     name,
                     safe(device.label()),
                     safe(exc),
+                    extra=fields(plugin=name, device=safe(device.label())),
                 )
                 continue
             if not attrs:
@@ -447,6 +449,7 @@ class ProviderHost:
                 self.cloud,
                 safe(device.label()),
                 safe(exc),
+                extra=fields(plugin=self.cloud, device=safe(device.label())),
             )
             return None
         with self._lock:
@@ -622,6 +625,7 @@ class ProviderHost:
                     safe(device.label()),
                     safe(claim_uid),
                     safe(exc),
+                    extra=fields(plugin=plugin, device=safe(device.label()), claim=safe(claim_uid)),
                 )
                 ok = False
         return ok

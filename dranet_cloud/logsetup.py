@@ -5,6 +5,12 @@ logger: message``; ``--log-format json`` writes one JSON object a line with
 ``ts`` (RFC 3339, UTC), ``level``, ``logger``, ``msg`` and, for an exception,
 ``exc``.  Every line of both carries a timestamp, because a crash-looping
 pod's log is read long after the fact and next to DRANET's own lines.
+
+A JSON line also carries, as fields of their own, the context its caller
+passed with ``extra=`` (see :data:`FIELDS`: the request's ``path``, ``status``
+and ``duration_ms``, the ``claim``, ``device`` and ``plugin`` concerned), so a
+log pipeline filters on them instead of parsing the message.  The text format
+keeps them in the message only, where they already are.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from typing import Any
 
 LOG_FORMATS = ("text", "json")
 LOG_FORMAT_ENV = "DRANET_CLOUD_LOG_FORMAT"
+# Context a log call may attach with ``extra={...}``; the JSON format writes
+# each one that is set as a field of its own, in this order.
+FIELDS = ("method", "path", "status", "duration_ms", "claim", "device", "plugin")
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -45,9 +54,18 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        for field in FIELDS:
+            value = record.__dict__.get(field)
+            if value is not None:
+                doc[field] = value
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc, ensure_ascii=False, default=str)
+
+
+def fields(**context: object) -> dict[str, object]:
+    """``extra=`` for a log call: the context that is known (``None`` values are left out)."""
+    return {k: v for k, v in context.items() if v is not None}
 
 
 def error_line(message: str, log_format: str) -> str:

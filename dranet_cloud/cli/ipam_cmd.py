@@ -242,6 +242,19 @@ def _run_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_backup(args: argparse.Namespace) -> int:
+    from ..ipam import resolve_db_path
+    from ..ipam.backup import backup
+
+    try:
+        result = backup(resolve_db_path(args.ipam_db), args.to)
+    except DranetCloudError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    emit_json(result.to_json())
+    return 0
+
+
 def _optional_duration(text: str | None) -> timedelta | None:
     return None if text is None else parse_duration(text)
 
@@ -266,13 +279,13 @@ def _add_db_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``ipam list`` and ``ipam gc`` to the ``dranet-cloud`` parser."""
+    """Add ``ipam list``, ``ipam gc`` and ``ipam backup`` to the ``dranet-cloud`` parser."""
     ipam = subparsers.add_parser(
         "ipam",
         help="inspect and garbage-collect node-local IP allocations",
         description="Inspect and garbage-collect the node-local IPAM database.",
     )
-    actions = ipam.add_subparsers(dest="ipam_command", metavar="{list,gc}", required=True)
+    actions = ipam.add_subparsers(dest="ipam_command", metavar="{list,gc,backup}", required=True)
 
     listing = actions.add_parser("list", help="show every allocation")
     _add_db_flag(listing)
@@ -338,3 +351,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gc.add_argument("--older-than", default=None, help=argparse.SUPPRESS)
     add_output_flag(gc)
     gc.set_defaults(func=_run_gc)
+
+    saved = actions.add_parser(
+        "backup",
+        help="copy the live database consistently (safe while serve runs)",
+        description=(
+            "Copy the IPAM database with SQLite's online backup API: one consistent "
+            "snapshot holding every allocation committed before the copy started, taken "
+            "while `serve` keeps answering. The copy is checked (PRAGMA integrity_check) and "
+            "renamed into place only when complete; an existing file is never replaced."
+        ),
+    )
+    _add_db_flag(saved)
+    saved.add_argument("--to", required=True, metavar="FILE", help="the new backup file")
+    saved.set_defaults(func=_run_backup)

@@ -62,6 +62,19 @@ def _whole_seconds(text: str) -> int:
     return value
 
 
+ROLES = ("cloud", "profile")
+
+
+def _roles(text: str) -> frozenset[str]:
+    names = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in names if r not in ROLES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected cloud, profile or cloud,profile (the roles GET /health reports)"
+        )
+    return frozenset(names)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
@@ -132,6 +145,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key for --tls-cert")
     p.add_argument(
+        "--metrics-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="also serve GET /metrics (and nothing else) on this TCP address for Prometheus, "
+        "such as 0.0.0.0:9178 (default: off; the webhook's own socket serves /metrics too)",
+    )
+    p.add_argument(
+        "--require-roles",
+        type=_roles,
+        default=None,
+        metavar="ROLES",
+        help="refuse to start unless this server's roles are exactly these (cloud, profile or "
+        "cloud,profile): the roles DRANET's flags assume, so a manifest that sets both cannot "
+        "start a sidecar that disagrees with them",
+    )
+    p.add_argument(
         "--no-access-log",
         dest="access_log",
         action="store_false",
@@ -190,9 +219,44 @@ def _duration(flag: str, text: str | None) -> timedelta | None:
         ) from None
 
 
-def _print_ready(url: str, capabilities: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps({"url": url, "capabilities": capabilities}) + "\n")
+def _print_ready(url: str, capabilities: dict[str, Any], metrics: str | None = None) -> None:
+    doc: dict[str, Any] = {"url": url, "capabilities": capabilities}
+    if metrics is not None:
+        doc["metrics"] = metrics
+    sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
+
+
+def require_roles(host: ProviderHost, required: frozenset[str] | None) -> None:
+    """``--require-roles``: the server's roles are exactly the ones DRANET was told to use.
+
+    DRANET's ``--profile-provider=webhook`` exits at start-up when ``/health``
+    reports no profile role, and ``--cloud-provider-hint=webhook`` without a
+    cloud role runs DRANET with no cloud facts and no error; a role DRANET
+    was not told about is never asked for.  Refusing here names the mismatch
+    in the sidecar's log before DRANET ever starts.
+    """
+    if required is None:
+        return
+    caps = host.capabilities()
+    have = {
+        r for r, on in (("cloud", caps.cloud_provider), ("profile", caps.profile_provider)) if on
+    }
+    if have == required:
+        return
+    dranet = {
+        "cloud": "--cloud-provider-hint=webhook",
+        "profile": "--profile-provider=webhook",
+    }
+    raise ConfigError(
+        f"serve: --require-roles {','.join(sorted(required))} (DRANET runs with "
+        f"{' '.join(dranet[r] for r in sorted(required))}) but this server has "
+        f"{','.join(sorted(have)) or 'no role'} (cloud={host.cloud or 'none'}, "
+        f"profile={host.profile or 'none'}, profiles="
+        f"{','.join(sorted(host.profile_routes)) or 'none'}); deploy the manifest made for "
+        "this kind of node (README, Deploying next to DRANET), or fix the cloud plugin's "
+        "flags"
+    )
 
 
 def refuse_without_role(host: ProviderHost) -> None:
@@ -280,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         access_log=args.access_log,
+        metrics_listen=args.metrics_listen,
     )
     server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])
     if server_log.getEffectiveLevel() > logging.INFO:
@@ -288,8 +353,14 @@ def run(args: argparse.Namespace) -> int:
         host = build_host(args)
         try:
             refuse_without_role(host)
+            require_roles(host, args.require_roles)
             log_start(args, host)
-            server = WebhookServer(host, options, on_ready=_print_ready, close_host=False)
+            server = WebhookServer(
+                host,
+                options,
+                on_ready=lambda url, caps: _print_ready(url, caps, server.metrics_url),
+                close_host=False,
+            )
             code: int = server.run()
         finally:
             host.close()

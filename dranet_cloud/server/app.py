@@ -66,6 +66,7 @@ from .middleware import (
     Scope,
     Send,
     WebhookMiddleware,
+    access_fields,
     claim_uid_of,
     has_unpaired_surrogate,
     printable,
@@ -433,7 +434,15 @@ class ByodpApp:
         elapsed = time.perf_counter() - started
         if self.access_log:
             who = "-" if claim is None else printable(claim)
-            access_log.info("%s %s %d %.2fms claim=%s", method, path, status, elapsed * 1e3, who)
+            access_log.info(
+                "%s %s %d %.2fms claim=%s",
+                method,
+                path,
+                status,
+                elapsed * 1e3,
+                who,
+                extra=access_fields(method, path, status, elapsed, claim),
+            )
         for observe in self.observers:
             try:
                 observe(method, path, status, elapsed)

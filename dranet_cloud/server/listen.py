@@ -31,23 +31,23 @@ class ListenAddress:
     port: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> ListenAddress:
+    def parse(cls, text: str, *, flag: str = "--listen") -> ListenAddress:
         raw = text.strip()
         if raw.startswith("unix://"):
             path = raw[len("unix://") :]
             if not path.startswith("/"):
                 raise ConfigError(
-                    f"--listen {text!r}: a unix socket needs an absolute path, "
+                    f"{flag} {text!r}: a unix socket needs an absolute path, "
                     "written unix:///run/dranet/webhook.sock (three slashes)"
                 )
             return cls(uds=path)
         raw = raw.removeprefix("http://")
         host, sep, port_text = raw.rpartition(":")
         if not sep or not port_text.isdigit() or not host:
-            raise ConfigError(f"--listen {text!r}: expected {ACCEPTED_FORMS}")
+            raise ConfigError(f"{flag} {text!r}: expected {ACCEPTED_FORMS}")
         port = int(port_text)
         if port > 65535:
-            raise ConfigError(f"--listen {text!r}: port {port} is out of range (0-65535)")
+            raise ConfigError(f"{flag} {text!r}: port {port} is out of range (0-65535)")
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
         return cls(host=host, port=port)
@@ -132,14 +132,16 @@ def bind_unix(
     return BoundSocket(sock=sock, url=f"unix://{path}", path=path, inode=inode)
 
 
-def bind_tcp(host: str, port: int, backlog: int = DEFAULT_BACKLOG) -> BoundSocket:
+def bind_tcp(
+    host: str, port: int, backlog: int = DEFAULT_BACKLOG, *, flag: str = "--listen"
+) -> BoundSocket:
     """A listening TCP socket; port 0 picks a free port, reported in ``url``."""
     try:
         infos = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
     except OSError as exc:
-        raise ConfigError(f"--listen {host}:{port}: cannot resolve {host!r}: {exc}") from exc
+        raise ConfigError(f"{flag} {host}:{port}: cannot resolve {host!r}: {exc}") from exc
     family, socktype, proto, _canon, addr = infos[0]
     sock = socket.socket(family, socktype, proto)
     try:
@@ -148,7 +150,7 @@ def bind_tcp(host: str, port: int, backlog: int = DEFAULT_BACKLOG) -> BoundSocke
         sock.listen(backlog)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"--listen {host}:{port}: cannot listen: {exc}") from exc
+        raise ConfigError(f"{flag} {host}:{port}: cannot listen: {exc}") from exc
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
     return BoundSocket(sock=sock, url=f"http://{shown}:{bound_port}")

@@ -42,6 +42,26 @@ def printable(text: str) -> str:
     return clean or '""'
 
 
+def access_fields(
+    method: str, path: str, status: int, seconds: float, claim: str | None
+) -> dict[str, Any]:
+    """The access line's context as JSON log fields (``--log-format json``).
+
+    Every access line has ``path``, ``status`` and ``duration_ms``; ``claim``
+    only when the request carried one.  The path is cut short like the claim:
+    it is whatever the peer sent.
+    """
+    found: dict[str, Any] = {
+        "method": printable(method),
+        "path": printable(path),
+        "status": status,
+        "duration_ms": round(seconds * 1000.0, 3),
+    }
+    if claim is not None:
+        found["claim"] = printable(claim)
+    return found
+
+
 def claim_uid_of(doc: Any) -> str | None:
     """The claim UID of a parsed ProfileRequest of either generation, for the log.
 
@@ -165,9 +185,17 @@ class WebhookMiddleware:
             if logged or not self.access_log:
                 return
             logged = True
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            elapsed = time.perf_counter() - started
             who = "-" if claim is None else printable(claim)
-            log.info("%s %s %d %.2fms claim=%s", method, path, status, elapsed_ms, who)
+            log.info(
+                "%s %s %d %.2fms claim=%s",
+                method,
+                path,
+                status,
+                elapsed * 1000.0,
+                who,
+                extra=access_fields(method, path, status, elapsed, claim),
+            )
 
         async def send_and_record(message: Message) -> None:
             nonlocal status

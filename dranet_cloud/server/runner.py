@@ -34,6 +34,7 @@ from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
 from .collector import CollectorSettings, PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
 from .metrics import ServerMetrics
+from .metrics_listener import MetricsListener
 from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class ServeOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     access_log: bool = True
+    # HOST:PORT of a TCP listener answering only GET /metrics (off when None).
+    metrics_listen: str | None = None
 
 
 def default_max_connections() -> int:
@@ -138,6 +141,10 @@ class WebhookServer:
         # Prometheus /metrics and per-request counters wrap the protocol app.
         self.metrics = ServerMetrics(host, lambda: self.collector, lambda: self.limits)
         self.asgi = self.metrics.wrap(self.app)
+        self.metrics_listener: MetricsListener | None = None
+        if options.metrics_listen is not None:
+            self.metrics_listener = MetricsListener(options.metrics_listen, self.address)
+            self.asgi = self.metrics_listener.wrap(self.asgi)
         self.bound: BoundSocket | None = None
         self._server: _Uvicorn | None = None
         self._ready = threading.Event()
@@ -151,9 +158,21 @@ class WebhookServer:
             raise RuntimeError("the server is not listening yet")
         return self.bound.url
 
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT/metrics`` of ``--metrics-listen``, once bound (else ``None``)."""
+        listener = self.metrics_listener
+        return listener.url if listener is not None and listener.bound is not None else None
+
     def _prepare(self) -> _Uvicorn:
         opts = self.options
         self.bound = bind(self.address, socket_mode=opts.socket_mode)
+        if self.metrics_listener is not None:
+            try:
+                self.metrics_listener.bind()
+            except BaseException:
+                self.bound.cleanup()
+                raise
         if opts.tls_cert is not None and self.bound.url.startswith("http://"):
             self.bound.url = "https://" + self.bound.url.removeprefix("http://")
         if self.address.uds is None and not _is_loopback(self.address.host):
@@ -193,6 +212,8 @@ class WebhookServer:
             self.host.profile or "none",
             ",".join(sorted(self.host.profile_routes)) or "none",
         )
+        if self.metrics_url is not None:
+            log.info("Prometheus metrics on %s (GET /metrics only)", self.metrics_url)
         if self.collector is not None:
             self.collector.start()
         self._ready.set()
@@ -202,7 +223,10 @@ class WebhookServer:
     def _serve(self, server: _Uvicorn) -> None:
         assert self.bound is not None
         try:
-            server.run(sockets=[self.bound.sock])
+            sockets = [self.bound.sock]
+            if self.metrics_listener is not None and self.metrics_listener.bound is not None:
+                sockets.append(self.metrics_listener.bound.sock)
+            server.run(sockets=sockets)
         finally:
             self._cleanup()
 
@@ -214,6 +238,8 @@ class WebhookServer:
             self.collector.stop()
         if self.bound is not None:
             self.bound.cleanup()
+        if self.metrics_listener is not None:
+            self.metrics_listener.cleanup()
         self.app.close()
         if self.close_host:
             self.host.close()
