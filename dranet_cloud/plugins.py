@@ -6,6 +6,7 @@ separately, so a plugin can never claim a role it has no code for.
 
 from __future__ import annotations
 
+import threading
 from types import FunctionType, MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,7 @@ class PluginRegistry:
 
     def __init__(self, pm: pluggy.PluginManager | None = None, *, load_entry_points: bool = True):
         self._pm = pm
+        self._pm_lock = threading.Lock()
         if pm is not None:
             pm.add_hookspecs(hookspecs)
         # Loaded plugins not yet handed to the manager, in load order.
@@ -146,19 +148,31 @@ class PluginRegistry:
 
     @property
     def pm(self) -> pluggy.PluginManager:
-        """The pluggy manager, created (and given the loaded plugins) on first use."""
-        if self._pm is None:
-            import pluggy
+        """The pluggy manager, created (and given the loaded plugins) on first use.
 
-            pm = pluggy.PluginManager(hookspecs.PROJECT)
-            pm.add_hookspecs(hookspecs)
+        Detection confirms candidates in threads, so two threads may get here
+        at once.  The manager is published only once every loaded plugin is
+        registered with it: until then :meth:`_hooks_of` answers from the
+        plugins' markers, never from a manager that lacks a plugin (which
+        made a detected cloud look like it had no hooks, and no roles).
+        """
+        pm = self._pm
+        if pm is not None and not self._pending:
+            return pm
+        with self._pm_lock:
+            if self._pm is None:
+                import pluggy
+
+                pm = pluggy.PluginManager(hookspecs.PROJECT)
+                pm.add_hookspecs(hookspecs)
+            else:
+                pm = self._pm
+            for name, module in list(self._pending.items()):
+                pm.register(module, name=name)
             self._pm = pm
-        if self._pending:
-            while self._pending:
-                name = next(iter(self._pending))
-                self._pm.register(self._pending.pop(name), name=name)
+            self._pending.clear()
             self._forget_routes()
-        return self._pm
+        return pm
 
     def _forget_routes(self) -> None:
         """Drop the per-plugin callers: a plugin registered since would be missed."""
