@@ -556,8 +556,8 @@ class ClusterIpam:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): cannot create IPAddress {row.name} for {row.owner}: {exc}"
                 + (
-                    "; grant create, get, list, watch and delete on "
-                    "ipaddresses.networking.k8s.io (deploy/rbac.yaml)"
+                    "; grant create, get, list, watch and delete on ipaddresses.networking.k8s.io "
+                    "(deploy/overlays/bare-metal/rbac-ipaddresses.yaml)"
                     if status == 403
                     else ""
                 )
