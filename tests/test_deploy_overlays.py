@@ -98,7 +98,7 @@ def render(overlay: str) -> list[dict[str, Any]]:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**isolated_environ(), "HOME": str(REPO / ".no-home")},
+        env=isolated_environ(),
     )
     assert res.returncode == 0, res.stderr
     return [d for d in yaml.safe_load_all(res.stdout) if d]
