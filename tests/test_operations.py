@@ -71,9 +71,13 @@ def test_metrics_listener_serves_only_metrics_and_the_socket_still_does(
         "dranet_cloud_ipam_allocations",
         "dranet_cloud_gc_runs",
         "dranet_cloud_gc_freed",
+        "dranet_cloud_build_info",
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
     ):
         assert family in names, f"{family} missing from {sorted(names)}"
     assert 'dranet_cloud_requests_total{path="/GetProfileConfig",status="200"} 1.0' in text
+    assert "_created" not in text
 
     base = url.removesuffix("/metrics")
     for path in ("/health", "/openapi.json", "/metrics/", "/GetProfileConfig"):
