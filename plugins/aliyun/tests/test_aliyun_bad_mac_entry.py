@@ -17,6 +17,7 @@ from dranet_cloud_aliyun.attributes import NETWORK_INTERFACE_ID
 from dranet_cloud_aliyun.emulator import build_emulator, default_tree
 
 from dranet_cloud.context import SampleHost
+from dranet_cloud.errors import DranetCloudError
 from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
 
 BAD = "zz:00:16:3e:2c:8a:10"
@@ -42,3 +43,21 @@ def test_a_listing_entry_that_is_no_mac_skips_only_itself(
     (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "NIC listing" in warning and "entry skipped" in warning
     assert fetched == []
+
+
+def test_a_listing_with_no_usable_mac_fails_the_start_saying_so(
+    tmp_path: Path, erdma_sample: SampleHost
+) -> None:
+    tree = copy.deepcopy(default_tree())
+    macs = tree["meta-data"]["network"]["interfaces"]["macs"]
+    tree["meta-data"]["network"]["interfaces"]["macs"] = {
+        f"aliyun-nope-{i}": nic for i, nic in enumerate(macs.values())
+    }
+    fixture = tmp_path / "tree.json"
+    fixture.write_text(json.dumps(tree))
+    with (
+        build_emulator(fixture, "127.0.0.1:0", None) as emu,
+        pytest.raises(DranetCloudError, match="names no NIC with a usable MAC") as err,
+    ):
+        describe_in_process("aliyun", emu.env, erdma_sample.root)
+    assert err.value.exit_code == 3

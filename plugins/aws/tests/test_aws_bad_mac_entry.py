@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from dranet_cloud_aws.emulator import build_emulator
+from dranet_cloud_aws.snapshot import listed_macs
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
@@ -44,3 +45,12 @@ def test_a_listing_entry_that_is_no_mac_skips_only_itself(
     (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "MAC listing" in warning and "a bug" not in caplog.text
     assert fetched == []
+
+
+def test_a_listing_with_no_usable_mac_is_an_error_that_says_so() -> None:
+    assert listed_macs("0e:5c:1a:2b:3c:01/\nnope/\n", "the listing") == {
+        "0e:5c:1a:2b:3c:01": "0e:5c:1a:2b:3c:01"
+    }
+    for listing in ("aws-nope/\n<html>\n", "", None):
+        with pytest.raises(ValueError, match="the listing names no NIC with a usable MAC"):
+            listed_macs(listing, "the listing")

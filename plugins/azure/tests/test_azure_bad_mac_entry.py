@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.sample_hosts import ETH0
+from dranet_cloud_azure.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing.cli import describe_in_process
@@ -44,3 +45,12 @@ def test_one_unparsable_mac_skips_only_its_entry(
     assert subnet == f"{first['address']}/{first['prefix']}"
     (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "network.interface[1]" in warning and "IMDS instance document" in warning
+
+
+def test_a_document_with_no_usable_mac_is_an_error_that_says_so(
+    azure_document: dict[str, Any],
+) -> None:
+    for i, nic in enumerate(azure_document["network"]["interface"]):
+        nic["macAddress"] = f"azure-redacted-{i}"
+    with pytest.raises(ValueError, match="names no NIC with a usable MAC"):
+        parse_instance(azure_document)

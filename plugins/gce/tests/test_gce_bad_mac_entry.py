@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from dranet_cloud_gce.attributes import ATTR_NETWORK_NAME
 from dranet_cloud_gce.emulator import build_emulator
+from dranet_cloud_gce.instance import parse_instance
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
@@ -44,3 +45,10 @@ def test_one_unparsable_mac_skips_only_its_entry(
     assert [names[name] for name, mac in macs.items() if mac == lost] == [None]
     (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "instance/network-interfaces/1/mac" in warning and "metadata tree" in warning
+
+
+def test_a_tree_with_no_usable_mac_is_an_error_that_says_so(gce_tree: dict[str, Any]) -> None:
+    for i, nic in enumerate(gce_tree["instance"]["networkInterfaces"]):
+        nic["mac"] = f"gce-redacted-{i}"
+    with pytest.raises(ValueError, match="names no NIC with a usable MAC"):
+        parse_instance(gce_tree, endpoint="http://127.0.0.1:9")

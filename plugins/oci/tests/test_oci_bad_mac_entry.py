@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from dranet_cloud_oci.constants import SUBNET_CIDR_BLOCK, VIRTUAL_ROUTER_IP
 from dranet_cloud_oci.emulator import build_emulator
+from dranet_cloud_oci.snapshot import parse_vnics
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.hwaddr import normalize_mac
@@ -51,3 +52,9 @@ def test_a_redacted_mac_gives_no_nic_its_vnic(
     assert "10.9.9.0/24" not in subnets.values()
     (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
     assert "vnics[1].macAddr" in warning and "/opc/v2/vnics/" in warning
+
+
+def test_a_vnic_list_with_no_usable_mac_is_an_error_that_says_so() -> None:
+    with pytest.raises(ValueError, match="names no NIC with a usable MAC"):
+        parse_vnics([{"macAddr": "oci-redacted"}, "junk"])
+    assert parse_vnics(None) == []  # a 404: no document, not a broken one
