@@ -88,8 +88,32 @@ class RangeView:
         self.home = home % rng.size
         self._random = random.Random(home)
 
-    def move_home(self) -> None:
-        self.home = self._random.randrange(self.range.size)
+    def move_home(self, samples: int = 8) -> None:
+        """Start the next searches in the middle of a wide free stretch.
+
+        Not merely at a random point: the first free address after one is
+        most often the next address some other node's search will take (the
+        end of its stretch).  Of a few random points, the one in the widest
+        gap between taken addresses wins, and the home goes to that gap's
+        middle, leaving room to the node behind.
+        """
+        best: tuple[int, int] | None = None  # (gap size, middle)
+        with self._lock:
+            taken = self._taken
+            for _ in range(samples):
+                value = self.lo + self._random.randrange(self.range.size)
+                i = bisect.bisect_left(taken, value)
+                if i < len(taken) and taken[i] == value:
+                    continue
+                first = taken[i - 1] + 1 if i > 0 else self.lo
+                last = taken[i] - 1 if i < len(taken) else self.hi
+                size = last - first + 1
+                if best is None or size > best[0]:
+                    best = (size, first + size // 2)
+        if best is None:
+            self.home = self._random.randrange(self.range.size)
+        else:
+            self.home = best[1] - self.lo
 
     def advance(self, value: int) -> None:
         """Next fit: the next search starts after ``value``, which this node just took,
