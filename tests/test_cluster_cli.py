@@ -77,12 +77,17 @@ def test_profile_get_and_release_in_cluster_scope(
     # A new claim known only by UID cannot name its parentRef: refused, nothing written.
     assert profile(tmp_path, kube, "get", "uid-two") == 4
     assert "parentRef" in capsys.readouterr().err
-    # The API fails: a new claim exits 5 (temporary), nothing is handed out.
-    kube.fail(503, times=None, resource="ipaddresses")
+    # The API's creates fail: a new claim exits 5 (temporary), nothing is handed out.
+    kube.fail(503, times=None, verb="create", resource="ipaddresses")
     assert profile(tmp_path, kube, "get", claim_file(tmp_path, kube, "three")) == 5
     assert len(kube.ip_addresses()) == 1
     kube.clear_faults()
     capsys.readouterr()
+    # The journal shows where each address stands with the API.
+    db = str(tmp_path / "ipam.db")
+    assert cli_main(["ipam", "list", "--ipam-db", db, "--ipam-scope", "cluster", "-o", "json"]) == 0
+    listed = {a["claim_uid"]: a["ipaddress"] for a in json.loads(capsys.readouterr().out)}
+    assert listed == {"uid-one": "bound", "uid-three": "pending"}
     assert profile(tmp_path, kube, "release", one) == 0
     assert json.loads(capsys.readouterr().out)["released"] is True
     assert kube.ip_addresses() == []

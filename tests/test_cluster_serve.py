@@ -84,7 +84,7 @@ def test_three_servers_one_range_one_address_per_pod(
     for name in foreign:
         kube.add_ip_address(name)
     nodes = ["node-0", "node-1", "node-2"]
-    gc = ("--gc-interval", "1s", "--gc-kubernetes", "--gc-grace", "0s")
+    gc = ("--gc-interval", "0.5s", "--gc-kubernetes", "--gc-grace", "0s")
     with ThreadPoolExecutor(3) as pool:
         servers += pool.map(
             lambda n: start(tmp_path, kube, n, *(gc if n == "node-0" else ())), nodes

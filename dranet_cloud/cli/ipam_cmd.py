@@ -139,9 +139,20 @@ def _pods(alloc: Allocation) -> str:
     return ",".join(p.name for p in claim.pods) if claim is not None and claim.pods else "-"
 
 
-def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
+def _emit(
+    allocs: Sequence[Allocation],
+    output: str,
+    empty_note: str,
+    states: dict[str, str] | None = None,
+) -> None:
+    """``states`` (cluster scope): address -> where its IPAddress object stands."""
+    extra = () if states is None else ("IPADDRESS",)
     if output == "json":
-        emit_json([_as_json(a) for a in allocs])
+        docs = [_as_json(a) for a in allocs]
+        if states is not None:
+            for doc in docs:
+                doc["ipaddress"] = states.get(doc["address"], "-")
+        emit_json(docs)
     elif allocs:
         emit_table(
             (
@@ -154,6 +165,7 @@ def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
                 "ADDRESS",
                 "KIND",
                 "CREATED",
+                *extra,
             ),
             [
                 (
@@ -166,6 +178,7 @@ def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
                     a.address,
                     "static" if a.static else "allocated",
                     a.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    *(() if states is None else (states.get(a.address, "-"),)),
                 )
                 for a in allocs
             ],
@@ -175,13 +188,22 @@ def _emit(allocs: Sequence[Allocation], output: str, empty_note: str) -> None:
 
 
 def _run_list(args: argparse.Namespace) -> int:
+    states: dict[str, str] | None = None
     try:
         with _existing_store(args) as store:
             allocs = store.list()
+        if args.ipam_scope == "cluster":  # the journal's view of each object
+            from ..ipam.cluster_journal import ClusterJournal
+
+            journal = ClusterJournal(store.path)
+            try:
+                states = {r.address: r.state for r in journal.all_rows()}
+            finally:
+                journal.close()
     except DranetCloudError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    _emit(allocs, args.output, "no allocations")
+    _emit(allocs, args.output, "no allocations", states)
     return 0
 
 
