@@ -210,15 +210,19 @@ def test_release_deletes_the_object_and_a_failed_delete_is_retried(
     a = nodes["node-a"]
     got = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))
     other = a.allocate(owner("u2"), [RANGE], claim=ref(kube, "u2"))
+    a.watch_ranges([RANGE])  # what /metrics counts
+    assert a.tally.pools() == {"local-ipam": 2} and a.tally.ranges() == {RANGE: 2}
     assert a.release(owner("u1")) == got
     assert got[0].removesuffix("/32") not in objects(kube)
     assert a.journal.rows(owner("u1")) == []
+    assert a.tally.pools() == {"local-ipam": 1} and a.tally.ranges() == {RANGE: 1}
     kube.fail(503, verb="delete")
     with pytest.raises(ProviderUnavailable, match="collector retries"):
         a.release(owner("u2"))
     assert [r.state for r in a.journal.rows(owner("u2"))] == [RELEASING]
     assert a.retry_releases() == (other, 0)
     assert objects(kube) == {} and a.list() == []
+    assert a.tally.pools() == {} and a.health().ok
 
 
 def test_static_addresses_are_reserved_cluster_wide(

@@ -82,6 +82,8 @@ if TYPE_CHECKING:
     from ..claims import ClaimReference
     from ..kube.ipaddress import IPAddressObject, ParentRef
     from .reclaim import ClaimSource
+    from .sqlite import StoreHealth
+    from .tally import AllocationTally
 
 log = logging.getLogger(__name__)
 
@@ -386,8 +388,23 @@ class ClusterIpam:
                 close, self._close_api = self._close_api, None
                 close()
 
+    # The journal's state and counters, for /health and /metrics.
+
+    def health(self) -> StoreHealth:
+        return self.journal.health()
+
     def health_problem(self) -> str | None:
         return self.journal.health_problem()
+
+    @property
+    def tally(self) -> AllocationTally:
+        return self.journal.tally
+
+    def watch_ranges(self, ranges: Sequence[IPRange]) -> None:
+        self.journal.watch_ranges(ranges)
+
+    def recount_if_changed(self) -> bool:
+        return self.journal.recount_if_changed()
 
     def get_meta(self, key: str) -> str | None:
         """The journal's recorded facts (the cluster identity leak reclaiming checks)."""

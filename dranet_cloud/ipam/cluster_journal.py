@@ -335,11 +335,13 @@ class ClusterJournal(SqliteStore):
         with self._transaction() as conn:
             for row in rows:
                 key = _addr_key(row.family, row.value)
-                conn.execute(
+                deleted = conn.execute(
                     "DELETE FROM allocations WHERE family = ? AND addr_key = ? AND claim_uid = ? "
                     "AND pool = ?",
                     (row.family, key, row.owner.claim_uid, row.owner.pool),
-                )
+                ).rowcount
+                if deleted:  # the metrics' tally counts it once committed
+                    self._staged.append((row.owner.pool, row.family, row.value, -1))
                 conn.execute(
                     "DELETE FROM ip_address_objects WHERE family = ? AND addr_key = ? AND NOT "
                     "EXISTS (SELECT 1 FROM allocations WHERE family = ? AND addr_key = ?)",
