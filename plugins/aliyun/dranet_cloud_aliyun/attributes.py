@@ -2,9 +2,12 @@
 
 Instance-wide facts (type, region, zone) go on every NIC so a claim can
 select by them; ENI facts (interface, VPC and vSwitch ids) only on NICs the
-metadata lists.  ``erdma`` comes from the node itself and, as DRANET does, is
-set (``true``) only on an eRDMA device: a NIC is one exactly when its PCI function is what an
-``/sys/class/infiniband/erdma*`` device links to.
+metadata lists.  ``erdma`` comes from the node itself and, as DRANET does,
+is set (``true``) only on an eRDMA device, absent elsewhere: a NIC is one
+exactly when its PCI function is what an ``/sys/class/infiniband/erdma*``
+device links to (DRANET's ``pkg/cloudprovider/alibaba/alibaba.go`` at
+``f258477`` sets ``erdma: true`` for a PCI address in that set and nothing
+otherwise).
 """
 
 from __future__ import annotations
