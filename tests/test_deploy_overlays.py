@@ -395,6 +395,31 @@ def node_args(sidecar: dict[str, Any], tmp: Path, root: Path) -> list[str]:
     return out
 
 
+def assert_gen1_claim_refused(sock: Path) -> None:
+    """DRANET v1.4.0 names a claim by UID only: cluster scope refuses it (400), never guesses.
+
+    What deploy/overlays/bare-metal and the docs say: cluster scope needs a
+    DRANET that sends the whole ResourceClaim (PR #282).
+    """
+    gen1 = {  # the shape of v1.4.0's ProfileRequest: device, claim_uid, config
+        "device": {"name": "eth1", "mac_address": "0c:42:a1:00:00:11"},
+        "claim_uid": "4f9d3c1e-7a51-4c8e-9d1b-2b6f0c9a7e11",
+        "config": {"profile": "local-ipam", "interface": {"name": "net1", "type": "ipvlan"}},
+    }
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as http:
+        r = http.post("http://localhost/GetProfileConfig", json=gen1)
+        assert r.status_code == 400 and "PR #282" in r.text, r.text
+        gen2 = {
+            **gen1,
+            "claim": {
+                "metadata": {"namespace": "team-a", "name": "rdma-net", "uid": gen1["claim_uid"]}
+            },
+        }
+        r = http.post("http://localhost/GetProfileConfig", json=gen2)
+        assert r.status_code == 200, r.text
+        assert r.json()["interface"]["addresses"][0].startswith("10.5.")
+
+
 CASES = [(overlay, node) for overlay, nodes in NODES.items() for node in nodes]
 WRONG_KIND = [("cloud-profile", "oci")]  # the issue's node: DRANET would exit
 
@@ -439,6 +464,8 @@ def test_each_overlays_sidecar_reports_the_roles_dranet_assumes(
         assert start.profile_from_webhook == health["profileProvider"], health
         want = required_roles(sidecar)
         assert health == {"cloudProvider": "cloud" in want, "profileProvider": "profile" in want}
+        if overlay == "bare-metal":
+            assert_gen1_claim_refused(sock)
     finally:
         if proc.poll() is None:
             proc.terminate()
