@@ -51,6 +51,8 @@ import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from ..logsafe import safe
+
 log = logging.getLogger(__name__)
 
 _ACCEPT_LOG_INTERVAL = 10.0
@@ -112,7 +114,23 @@ class ConnectionLimits:
         self.shed = 0
         self.stalled = 0
         self.rejected = 0  # requests refused for a byte limit (400/414/431)
-        self._shed_logged = -_ACCEPT_LOG_INTERVAL
+        self._noted: dict[str, tuple[float, int]] = {}
+
+    def note(self, kind: str, message: str, *args: object) -> None:
+        """Log ``message`` at INFO, but one line of each ``kind`` per 10 s at most.
+
+        Every one of these a client can cause again and again; the line after
+        a quiet spell says how many were left out.
+        """
+        now = time.monotonic()
+        last, left_out = self._noted.get(kind, (-_ACCEPT_LOG_INTERVAL, 0))
+        if now - last < _ACCEPT_LOG_INTERVAL:
+            self._noted[kind] = (last, left_out + 1)
+            return
+        self._noted[kind] = (now, 0)
+        if left_out:
+            message += f" ({left_out} more like it were not logged)"
+        log.info(message, *args)
 
     def shed_largest(self) -> GuardedHttpToolsProtocol | None:
         """Close the connection that holds the most bytes; ``None`` if none holds any."""
@@ -120,18 +138,15 @@ class ConnectionLimits:
         if largest is None or largest._charged == 0:
             return None
         self.shed += 1
-        now = time.monotonic()
-        if now - self._shed_logged >= _ACCEPT_LOG_INTERVAL:  # one line per burst
-            self._shed_logged = now
-            log.info(
-                "BYODP server: %d bytes are buffered for %d connections, over the ceiling of "
-                "%d; closing the connection holding the most (%d bytes; %d closed so far)",
-                self.buffered,
-                len(self.open),
-                self.buffer_budget,
-                largest._charged,
-                self.shed,
-            )
+        self.note(
+            "shed",
+            "BYODP server: %d bytes are buffered for %d connections, over the ceiling of "
+            "%d; closing the connection holding the most (%d bytes)",
+            self.buffered,
+            len(self.open),
+            self.buffer_budget,
+            largest._charged,
+        )
         largest._abort("over the server's buffer ceiling")
         return largest
 
@@ -236,7 +251,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _hang_up(self, exc: Exception | None) -> None:
         if self._aborted:
             return  # the reason was logged when the server closed it
-        log.info(
+        self.limits.note(
+            "hang-up",
             "BYODP server: a client hung up with %d request(s) unanswered (%s)",
             len(self._unanswered),
             exc or "connection closed",
@@ -295,7 +311,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _write_stalled(self) -> None:
         self._stall_timer = None
         self.limits.stalled += 1
-        log.info(
+        self.limits.note(
+            "stalled",
             "BYODP server: closing a connection whose answers were not read for %g s "
             "(%d bytes unsent, %d request(s) unanswered)",
             self.limits.request_timeout,
@@ -351,7 +368,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                     pos = size  # no upgrades here: the rest of the stream is not HTTP
                     break
                 except httptools.HttpParserError as exc:
-                    self._refuse(*(self._refusal or (400, f"invalid HTTP request ({exc})")))
+                    refusal = self._refusal or (400, f"invalid HTTP request ({safe(exc, 200)})")
+                    self._refuse(*refusal)
                     return
                 if self._in_head:
                     self._head_bytes += self._slice
@@ -387,7 +405,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._refusal = (status, why)
         self._held = b""
         self.limits.rejected += 1
-        log.info("BYODP server: refusing a request with %d: %s", status, why)
+        self.limits.note("refused", "BYODP server: refusing a request with %d: %s", status, why)
         self.flow.pause_reading()
         if self._unanswered:
             return  # written once the earlier answers are out (on_response_complete)
