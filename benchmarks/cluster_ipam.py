@@ -11,7 +11,9 @@ address as an IPAddress object naming it.  Prints:
 * API calls and API writes (creates and deletes) per allocation;
 * p50/p99 latency of one allocation and of one release;
 * duplicate addresses (two live claims with one address) and leaked objects
-  (IPAddress objects of this project left after every release): both must be 0.
+  (IPAddress objects of this project left after every release): both must be 0;
+* one leak-reclaiming sweep between the phases: every 10th claim is missing
+  from the API (deleted, its release lost), so exactly their objects must go.
 
 Run (inside ``unshare -n`` like every manual run):
 ``python benchmarks/cluster_ipam.py [--nodes 100] [--claims 5000] [--latency 0.002]``.
@@ -32,12 +34,14 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam.base import Owner
 from dranet_cloud.ipam.cluster import MANAGED_BY, MANAGED_BY_LABEL, ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.reclaim import KubernetesClaims
 from dranet_cloud.iprange import IPRange
 from dranet_cloud.kube import KubeClient
 
@@ -51,10 +55,19 @@ def range_for(claims: int, fill: float) -> IPRange:
     return IPRange.parse(f"10.64.0.0/{prefix}")
 
 
-def claims_fixture(path: Path, count: int, nodes: int) -> list[ClaimReference]:
+def claims_fixture(path: Path, count: int, nodes: int, gone_every: int) -> list[ClaimReference]:
+    """Every claim; every ``gone_every``-th one is left out of the emulator (deleted
+    while its pod ran, release lost): leak reclaiming must delete its object."""
     items = []
     refs = []
     for i in range(count):
+        if gone_every and i % gone_every == gone_every - 1:
+            refs.append(
+                ClaimReference(
+                    uid=f"00000000-0000-4000-8000-{i:012d}", namespace=NAMESPACE, name=f"claim-{i}"
+                )
+            )
+            continue
         uid = f"00000000-0000-4000-8000-{i:012d}"
         name = f"claim-{i}"
         items.append(
@@ -193,13 +206,20 @@ def main() -> int:
         help="the journals' SQLite synchronous mode (default FULL, as serve runs)",
     )
     parser.add_argument("--dir", default=None, help="where the journals go (default: a temp dir)")
+    parser.add_argument(
+        "--gone-every",
+        type=int,
+        default=10,
+        help="every Nth claim is missing from the API when leak reclaiming runs between the "
+        "phases (default 10; 0: none)",
+    )
     parser.add_argument("--profile", default=None, help="write a cProfile of this process here")
     args = parser.parse_args()
 
     rng = IPRange.parse(args.range) if args.range else range_for(args.claims, 0.8)
     with tempfile.TemporaryDirectory(prefix="cluster-ipam-", dir=args.dir) as tmp:
         work_dir = Path(tmp)
-        refs = claims_fixture(work_dir / "claims.json", args.claims, args.nodes)
+        refs = claims_fixture(work_dir / "claims.json", args.claims, args.nodes, args.gone_every)
         emu = Emulator(work_dir / "claims.json", args.latency)
         try:
             return bench(args, rng, refs, emu, work_dir)
@@ -258,8 +278,21 @@ def bench(
         )
         fill = len(objects) / rng.size
 
+        # Leak reclaiming, from one node, between the phases: the objects of the
+        # claims missing from the API go (whichever node made them), no other.
+        t0 = time.perf_counter()
+        swept = nodes[0].cluster_reclaim(KubernetesClaims(client), grace=timedelta(0)).sweep
+        gc_time = time.perf_counter() - t0
+        gone = {
+            r.uid
+            for i, r in enumerate(refs)
+            if args.gone_every and i % args.gone_every == args.gone_every - 1
+        }
+        wrongly_swept = sum(1 for name in swept.deleted if owners.get(name) not in gone)
+
+        before_release = total_calls(nodes)
         release_time, release_lat, release_err = run_nodes(nodes, work, release)
-        release_calls = total_calls(nodes) - alloc_calls
+        release_calls = total_calls(nodes) - before_release
         left = client.list_ip_addresses(f"{MANAGED_BY_LABEL}={MANAGED_BY}")
     if PROFILES:
         import pstats
@@ -296,6 +329,11 @@ def bench(
         f"({dict(release_calls)})"
     )
     print(
+        f"  leak reclaiming (one node's sweep): deleted {len(swept.deleted)} of "
+        f"{swept.checked} objects ({len(gone)} claims gone, {wrongly_swept} live claims' "
+        f"objects deleted) in {gc_time:.2f} s"
+    )
+    print(
         f"  CPU during allocation: this process {cpu1 - cpu0:.1f} s, emulator "
         f"{emu_cpu1 - emu_cpu0:.1f} s"
     )
@@ -306,7 +344,16 @@ def bench(
     )
     for err in (alloc_err + release_err)[:5]:
         print(f"    {err[:300]}")
-    bad = duplicates or unbacked or left or journal_left or alloc_err or release_err
+    bad = (
+        duplicates
+        or unbacked
+        or left
+        or journal_left
+        or alloc_err
+        or release_err
+        or wrongly_swept
+        or len(swept.deleted) != len(gone)
+    )
     return 1 if bad else 0
 
 
