@@ -27,6 +27,7 @@ import pytest
 
 from dranet_cloud.server.protocol import MAX_HEAD, MAX_HEADERS, MAX_PIPELINED, MAX_TARGET
 
+from .test_server_bounds import make_host, serve
 from .test_server_cli import ServeProcess
 from .waiting import wait_until
 
@@ -294,3 +295,48 @@ def test_a_burst_of_64_concurrent_new_claims_gets_no_503(server: ServeProcess) -
         for s in conns:
             s.close()
     assert [a[:12] for a in answers] == [b"HTTP/1.1 200"] * 64, [a[:60] for a in answers]
+
+
+def test_the_server_wide_ceiling_closes_the_connections_holding_the_most(
+    tmp_path: Path,
+) -> None:
+    """Many connections, each under every per-request limit, together over the ceiling."""
+    host = make_host(tmp_path)
+    server = serve(host, tmp_path)
+    limits = server.limits
+    limits.buffer_budget = 256 << 10
+    assert server.bound is not None and server.bound.path is not None
+    conns = []
+    try:
+        small = socket.socket(socket.AF_UNIX)  # DRANET-sized: a few hundred bytes of head
+        small.connect(server.bound.path)
+        small.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(20):  # 20 x 24 KiB of head, each under the 32 KiB cap
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(server.bound.path)
+            s.sendall(b"GET /health HTTP/1.1\r\n" + (b"X-Pad: " + b"p" * 4000 + b"\r\n") * 6)
+            conns.append(s)
+        wait_until(lambda: limits.shed >= 10, "connections closed at the ceiling")
+        assert limits.buffered <= limits.buffer_budget
+        # The small one was never the largest: it still completes its request.
+        small.settimeout(10)
+        small.sendall(b"\r\n")
+        assert small.recv(4096).startswith(b"HTTP/1.1 200")
+        small.close()
+        assert health_once(Path(server.bound.path))[1].startswith(b"HTTP/1.1 200")
+    finally:
+        for s in conns:
+            s.close()
+        server.stop()
+        host.close()
+    wait_until(lambda: limits.buffered == 0, "every connection's bytes given back")
+
+
+def test_malformed_http_is_400_and_closed(server: ServeProcess) -> None:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(str(server.sock))
+        s.sendall(b"GET /health HTTP/1.1\r\nBad Header Name: x\r\n\r\n")
+        answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"invalid HTTP request" in answer
+        assert s.recv(4096) == b""  # closed
