@@ -251,21 +251,21 @@ def test_release_static_conflict_and_gc_while_serving(
     server = ServeProcess(tmp_path)
     servers.append(server)
     client = server.client()
-    client.address("keep")
-    client.address("drop")
-    client.address("leak")
-    assert sorted(listed_claims(server.db)) == ["drop", "keep", "leak"]
-
-    released = client.profile("drop", release=True)
-    assert released.status_code == 200
-    assert sorted(listed_claims(server.db)) == ["keep", "leak"]
-    assert client.profile("drop", release=True).status_code == 200  # already released
-
+    # The static address first: a random allocation could otherwise take it.
     static = client.profile("static-a", addresses=["10.5.0.250/24"])
     assert static.status_code == 200
     clash = client.profile("static-b", addresses=["10.5.0.250/24"])
     assert clash.status_code == 409
     assert "10.5.0.250" in clash.text and "static-a" in clash.text
+    client.address("keep")
+    client.address("drop")
+    client.address("leak")
+    assert sorted(listed_claims(server.db)) == ["drop", "keep", "leak", "static-a"]
+
+    released = client.profile("drop", release=True)
+    assert released.status_code == 200
+    assert sorted(listed_claims(server.db)) == ["keep", "leak", "static-a"]
+    assert client.profile("drop", release=True).status_code == 200  # already released
 
     # `ipam gc` on the same file while the server runs: "leak" is not live.
     live = tmp_path / "live"
