@@ -74,23 +74,30 @@ def test_profile_get_and_release_in_cluster_scope(
     assert profile(tmp_path, kube, "get", "uid-one") == 0
     assert json.loads(capsys.readouterr().out)["interface"]["addresses"] == [address]
     assert kube.calls() == {}
-    # A new claim known only by UID cannot name its parentRef: refused, nothing written.
-    assert profile(tmp_path, kube, "get", "uid-two") == 4
-    assert "parentRef" in capsys.readouterr().err
+    # A new claim known only by UID (gen1 DRANET): the API names it for the parentRef.
+    kube.add_claim("team-b", "two", uid="uid-two", node="node-a")
+    assert profile(tmp_path, kube, "get", "uid-two") == 0
+    capsys.readouterr()
+    parents = {o["spec"]["parentRef"]["name"]: o for o in kube.ip_addresses()}
+    assert parents["two"]["spec"]["parentRef"]["namespace"] == "team-b"
+    # A UID the API does not show: temporary (exit 5, the kubelet retries), nothing written.
+    assert profile(tmp_path, kube, "get", "uid-nobody") == 5
+    assert "complete list of ResourceClaims" in capsys.readouterr().err
+    assert len(kube.ip_addresses()) == 2
     # The API's creates fail: a new claim exits 5 (temporary), nothing is handed out.
     kube.fail(503, times=None, verb="create", resource="ipaddresses")
     assert profile(tmp_path, kube, "get", claim_file(tmp_path, kube, "three")) == 5
-    assert len(kube.ip_addresses()) == 1
+    assert len(kube.ip_addresses()) == 2
     kube.clear_faults()
     capsys.readouterr()
     # The journal shows where each address stands with the API.
     db = str(tmp_path / "ipam.db")
     assert cli_main(["ipam", "list", "--ipam-db", db, "--ipam-scope", "cluster", "-o", "json"]) == 0
     listed = {a["claim_uid"]: a["ipaddress"] for a in json.loads(capsys.readouterr().out)}
-    assert listed == {"uid-one": "bound", "uid-three": "pending"}
+    assert listed == {"uid-one": "bound", "uid-two": "bound", "uid-three": "pending"}
     assert profile(tmp_path, kube, "release", one) == 0
     assert json.loads(capsys.readouterr().out)["released"] is True
-    assert kube.ip_addresses() == []
+    assert [o["spec"]["parentRef"]["name"] for o in kube.ip_addresses()] == ["two"]
 
 
 def test_ipam_gc_sweeps_the_objects_of_gone_claims(

@@ -242,13 +242,78 @@ def test_static_addresses_are_reserved_cluster_wide(
     assert b.allocate(owner("u3"), [small], claim=ref(kube, "u3")) == ["10.9.0.51/32"]
 
 
-def test_a_claim_known_only_by_uid_is_refused_in_cluster_scope(
+def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_claims(
     kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
 ) -> None:
-    with pytest.raises(ProfileDenied, match="parentRef") as err:
-        nodes["node-a"].allocate(owner("u1"), [RANGE], claim=ClaimReference("u1"))
-    assert err.value.status == 400
-    assert objects(kube) == {} and nodes["node-a"].list() == []
+    a = nodes["node-a"]
+    uids = [f"g{i}" for i in range(12)]
+    for i, uid in enumerate(uids):  # in two namespaces, as the kubelet would see them
+        kube.add_claim(f"ns-{i % 2}", f"claim-{uid}", uid=uid, node="node-a")
+    kube.reset_calls()
+    with ThreadPoolExecutor(6) as pool:  # concurrent gen1 requests share the list
+        got = dict(
+            zip(
+                uids,
+                pool.map(lambda u: a.allocate(owner(u), [RANGE], claim=ClaimReference(u))[0], uids),
+                strict=True,
+            )
+        )
+    assert kube.calls("resourceclaims") == {"list": 1}  # one list, not one per request
+    found = objects(kube)
+    for i, uid in enumerate(uids):
+        obj = found[got[uid].removesuffix("/32")]
+        assert obj["spec"]["parentRef"] == {
+            "group": "resource.k8s.io",
+            "resource": "resourceclaims",
+            "namespace": f"ns-{i % 2}",
+            "name": f"claim-{uid}",
+        }
+        assert obj["metadata"]["annotations"][CLAIM_UID_ANNOTATION] == uid
+        (row,) = a.journal.rows(owner(uid))
+        assert row.allocation.claim == ClaimReference(uid, f"ns-{i % 2}", f"claim-{uid}")
+    # Retries of journal-known claims ask the API nothing.
+    kube.reset_calls()
+    assert a.allocate(owner("g3"), [RANGE], claim=ClaimReference("g3")) == [got["g3"]]
+    assert kube.calls("resourceclaims") == {} and kube.calls() == {}
+    # A claim created after the list: its UID is missing, so the claims are listed again.
+    a.claims.min_interval = 0.1
+    kube.add_claim("ns-late", "late", uid="late", node="node-a")
+    late = a.allocate(owner("late"), [RANGE], claim=ClaimReference("late"))[0]
+    assert objects(kube)[late.removesuffix("/32")]["spec"]["parentRef"]["name"] == "late"
+    assert kube.calls("resourceclaims") == {"list": 1}
+
+
+def test_a_gen1_uid_the_api_does_not_show_is_a_500_and_never_an_address(
+    kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
+) -> None:
+    a = nodes["node-a"]
+    a.claims.min_interval = 0.1
+    kube.add_claim("team", "real", uid="real", node="node-a")
+    with pytest.raises(ProviderUnavailable, match="complete list of ResourceClaims") as err:
+        a.allocate(owner("ghost"), [RANGE], claim=ClaimReference("ghost"))
+    assert not isinstance(err.value, ProfileDenied)  # temporary: the kubelet retries
+    assert objects(kube) == {} and a.list() == []
+    # A list that fails proves nothing: still a 500, still nothing written.
+    kube.fail(503, times=None, verb="list", resource="resourceclaims")
+    with pytest.raises(ProviderUnavailable, match="listing ResourceClaims failed"):
+        a.allocate(owner("ghost2"), [RANGE], claim=ClaimReference("ghost2"))
+    assert objects(kube) == {} and a.list() == []
+    # A claim the last good list showed needs no list; the API back, new UIDs resolve.
+    kube.reset_calls()
+    got = a.allocate(owner("real"), [RANGE], claim=ClaimReference("real"))
+    assert kube.calls("resourceclaims") == {}
+    assert objects(kube)[got[0].removesuffix("/32")]["spec"]["parentRef"]["name"] == "real"
+    kube.clear_faults()
+    kube.add_claim("team", "later", uid="ghost2", node="node-a")
+    assert a.allocate(owner("ghost2"), [RANGE], claim=ClaimReference("ghost2"))
+    # Unknown UIDs asked again and again list at most once per min_interval.
+    a.claims.min_interval = 30.0
+    kube.reset_calls()
+    for _ in range(3):
+        with pytest.raises(ProviderUnavailable):
+            a.allocate(owner("ghost"), [RANGE], claim=ClaimReference("ghost"))
+    assert kube.calls("resourceclaims") == {}
+    assert len(objects(kube)) == 2
 
 
 def test_gc_deletes_objects_of_gone_claims_from_any_node_and_keeps_live_ones(

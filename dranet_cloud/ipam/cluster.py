@@ -30,6 +30,12 @@ a point derived from the node's name, so nodes mostly fill separate stretches
 of a shared range and rarely meet.  At most ``max_creates`` creates are
 tried per allocation; a range the cluster has filled is a 409 naming it.
 
+A gen1 request names the claim only by UID; the parentRef's namespace and
+name then come from the journal (an earlier try) or from one complete list
+of ResourceClaims (:class:`~.claim_index.ClaimIndex`, listed again only
+when a UID is missing, at most once a second); a UID the API does not show
+is a 500 the kubelet retries, never a guess.
+
 When the API cannot be reached or answers 5xx, a new claim gets
 :class:`~dranet_cloud.errors.ProviderUnavailable` (the server answers 500,
 the kubelet retries) and never an address the API did not confirm; claims
@@ -59,13 +65,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from ..errors import (
     AddressConflict,
     ConfigError,
-    ProfileDenied,
     ProviderUnavailable,
     RangeExhausted,
 )
 from ..iprange import IPRange
 from ..logsafe import safe
 from .base import Allocation, Owner
+from .claim_index import ClaimIndex
 from .cluster_journal import (
     BOUND,
     RELEASING,
@@ -80,6 +86,7 @@ from .sqlite import WouldBlock
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
+    from ..kube.client import ClaimListing
     from ..kube.ipaddress import IPAddressObject, ParentRef
     from .reclaim import ClaimSource
     from .sqlite import StoreHealth
@@ -165,6 +172,8 @@ class IPAddressApi(Protocol):
         deadline: float | None = None,
         page_size: int = 500,
     ) -> Sequence[str]: ...
+
+    def list_resource_claims(self, *, deadline: float | None = None) -> ClaimListing: ...
 
 
 class _Budget:
@@ -261,6 +270,8 @@ class ClusterIpam:
         # Figures for benchmarks and tests (never reset): API calls by kind.
         self.calls: dict[str, int] = {"create": 0, "get": 0, "delete": 0, "list": 0}
         self._calls_lock = threading.Lock()
+        # gen1 DRANET names a claim by UID only: its namespace/name from the API.
+        self.claims = ClaimIndex(api, counted=self._count)
 
     # -- the IpamStore protocol --------------------------------------------------------
 
@@ -269,13 +280,14 @@ class ClusterIpam:
     ) -> list[str]:
         if owner.pool not in self.pools:
             return self.journal.allocate(owner, ranges, claim=claim)
+        asked_at = time.monotonic()
         wanted = ordered_ranges(owner, ranges)
         known = self._known(owner, {r.version for r in wanted})
         if known is not None:
             return [known[r.version] for r in wanted]
         _off_loop(f"allocating for {owner}")
-        self._require_name(owner, claim)
         budget = _Budget(self.budget, self.call_timeout)
+        claim = self._named(owner, claim, asked_at, budget)
         creates = 0
         while True:
             if creates >= self.max_creates:
@@ -310,12 +322,14 @@ class ClusterIpam:
     ) -> list[str]:
         if owner.pool not in self.pools:
             return self.journal.reserve(owner, addresses, claim=claim)
+        asked_at = time.monotonic()
         asked = [host_cidr(a) for a in parse_static(owner, addresses)]
         bound = {r.address for r in self.journal.rows(owner) if r.state == BOUND}
         if all(a in bound for a in asked):
             return asked  # a retry: the journal answers
         _off_loop(f"reserving for {owner}")
-        self._require_name(owner, claim)
+        budget = _Budget(self.budget, self.call_timeout)
+        claim = self._named(owner, claim, asked_at, budget)
         # The journal refuses what another owner of this node holds; it writes
         # the intents of the new addresses.
         views: dict[int, RangeView] = {}
@@ -324,7 +338,6 @@ class ClusterIpam:
         fresh = {(r.family, r.value) for r in new_rows}
         wanted = set(result)
         rows = [r for r in self.journal.rows(owner) if r.address in wanted and r.state != BOUND]
-        budget = _Budget(self.budget, self.call_timeout)
         made: list[JournalRow] = []
         for row in rows:
             new = (row.family, row.value) in fresh
@@ -460,16 +473,32 @@ class ClusterIpam:
             found.setdefault(row.family, row.address)
         return found if families <= set(found) else None
 
-    def _require_name(self, owner: Owner, claim: ClaimReference | None) -> None:
-        if claim is None or not claim.namespace or not claim.name:
-            raise ProfileDenied(
-                f"ipam (cluster scope): {owner}: the request names the claim only by UID (gen1 "
-                "DRANET or `profile get --claim-uid`), but an IPAddress object's parentRef must "
-                "name the ResourceClaim; upgrade DRANET to a release that sends the claim "
-                "(PR #282), pass --claim FILE, or run this node with --ipam-scope node and a "
-                "range no other node uses",
-                status=400,
-            )
+    def _named(
+        self, owner: Owner, claim: ClaimReference | None, asked_at: float, budget: _Budget
+    ) -> ClaimReference:
+        """``claim`` with its namespace and name, which the parentRef must carry.
+
+        gen2 DRANET sends them; for a gen1 request (UID only) they come from
+        the journal (an earlier try of this claim) or else from the API
+        (:class:`~.claim_index.ClaimIndex`): never a guess.
+        """
+        from ..claims import ClaimReference
+
+        if claim is not None and claim.namespace and claim.name:
+            return claim
+        pods = claim.pods if claim is not None else ()
+        for row in self.journal.rows(owner):
+            recorded = row.allocation.claim
+            if recorded is not None and recorded.namespace and recorded.name:
+                return ClaimReference(owner.claim_uid, recorded.namespace, recorded.name, pods)
+        found = self.claims.find(owner.claim_uid, asked_at=asked_at, until=budget.until)
+        log.info(
+            "ipam (cluster scope): claim UID %s is %s/%s (from the list of ResourceClaims)",
+            safe(owner.claim_uid),
+            safe(found.namespace),
+            safe(found.name),
+        )
+        return ClaimReference(owner.claim_uid, found.namespace, found.name, pods)
 
     def _intents(
         self,
@@ -611,7 +640,7 @@ class ClusterIpam:
 
         recorded = row.allocation.claim
         ref = recorded if recorded is not None and recorded.name else claim
-        assert ref is not None and ref.namespace and ref.name  # _require_name checked it
+        assert ref is not None and ref.namespace and ref.name  # _named found them
         parent = ParentRef(
             group=CLAIM_GROUP, resource=CLAIM_RESOURCE, namespace=ref.namespace, name=ref.name
         )
