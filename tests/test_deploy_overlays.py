@@ -350,6 +350,7 @@ def environment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict
     node: str = request.param
     started: list[Emulator] = []
     env: dict[str, str] = {}
+    kube: KubernetesEmulator | None = None
     reg = PluginRegistry()
     if node == "bare-metal":
         root = (
@@ -373,7 +374,7 @@ def environment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict
         kube.emulator.start()
         env.update(kube.emulator.env)
     try:
-        yield {"node": node, "root": Path(root), "env": env}
+        yield {"node": node, "root": Path(root), "env": env, "kube": kube}
     finally:
         for emu in started:
             emu.stop()
@@ -395,11 +396,12 @@ def node_args(sidecar: dict[str, Any], tmp: Path, root: Path) -> list[str]:
     return out
 
 
-def assert_gen1_claim_refused(sock: Path) -> None:
-    """DRANET v1.4.0 names a claim by UID only: cluster scope refuses it (400), never guesses.
+def assert_gen1_claim_served(sock: Path, kube: KubernetesEmulator) -> None:
+    """DRANET v1.4.0 names a claim by UID only: cluster scope finds the claim on the API.
 
-    What deploy/overlays/bare-metal and the docs say: cluster scope needs a
-    DRANET that sends the whole ResourceClaim (PR #282).
+    What deploy/overlays/bare-metal and the docs say: the parentRef's
+    namespace/name come from a list of ResourceClaims; a UID the API does
+    not show is a 500 the kubelet retries, never an address.
     """
     gen1 = {  # the shape of v1.4.0's ProfileRequest: device, claim_uid, config
         "device": {"name": "eth1", "mac_address": "0c:42:a1:00:00:11"},
@@ -408,16 +410,26 @@ def assert_gen1_claim_refused(sock: Path) -> None:
     }
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as http:
         r = http.post("http://localhost/GetProfileConfig", json=gen1)
-        assert r.status_code == 400 and "PR #282" in r.text, r.text
+        assert r.status_code == 500 and "ResourceClaims" in r.text, r.text
+        assert kube.ip_addresses() == []
+        kube.add_claim("team-a", "rdma-net", uid=gen1["claim_uid"], node="node-1")
+        r = http.post("http://localhost/GetProfileConfig", json=gen1)
+        assert r.status_code == 200, r.text
+        (address,) = r.json()["interface"]["addresses"]
+        assert address.startswith("10.5.")
+        (obj,) = kube.ip_addresses()
+        assert obj["metadata"]["name"] == address.removesuffix("/32")
+        assert obj["spec"]["parentRef"]["namespace"] == "team-a"
+        assert obj["spec"]["parentRef"]["name"] == "rdma-net"
         gen2 = {
             **gen1,
             "claim": {
                 "metadata": {"namespace": "team-a", "name": "rdma-net", "uid": gen1["claim_uid"]}
             },
         }
-        r = http.post("http://localhost/GetProfileConfig", json=gen2)
+        r = http.post("http://localhost/GetProfileConfig", json=gen2)  # the same claim
         assert r.status_code == 200, r.text
-        assert r.json()["interface"]["addresses"][0].startswith("10.5.")
+        assert r.json()["interface"]["addresses"] == [address]
 
 
 CASES = [(overlay, node) for overlay, nodes in NODES.items() for node in nodes]
@@ -465,7 +477,7 @@ def test_each_overlays_sidecar_reports_the_roles_dranet_assumes(
         want = required_roles(sidecar)
         assert health == {"cloudProvider": "cloud" in want, "profileProvider": "profile" in want}
         if overlay == "bare-metal":
-            assert_gen1_claim_refused(sock)
+            assert_gen1_claim_served(sock, environment["kube"])
     finally:
         if proc.poll() is None:
             proc.terminate()
