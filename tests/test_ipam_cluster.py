@@ -281,6 +281,12 @@ def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_cla
     late = a.allocate(owner("late"), [RANGE], claim=ClaimReference("late"))[0]
     assert objects(kube)[late.removesuffix("/32")]["spec"]["parentRef"]["name"] == "late"
     assert kube.calls("resourceclaims") == {"list": 1}
+    # A static address of a gen1 claim is reserved the same way.
+    kube.add_claim("ns-static", "fixed", uid="fixed", node="node-a")
+    assert a.reserve(owner("fixed"), ["10.9.0.250"], claim=ClaimReference("fixed")) == [
+        "10.9.0.250/32"
+    ]
+    assert objects(kube)["10.9.0.250"]["spec"]["parentRef"]["namespace"] == "ns-static"
 
 
 def test_a_gen1_uid_the_api_does_not_show_is_a_500_and_never_an_address(
