@@ -15,6 +15,9 @@ import pytest
 
 from dranet_cloud.testing.socketguard import SocketGuard
 
+# Fixtures the kit offers every test of the repository (core and plugins).
+pytest_plugins = ["dranet_cloud.testing.bad_mac"]
+
 _GUARD = SocketGuard()
 
 

@@ -9,6 +9,8 @@
 * :mod:`.hostroot_builder`: fake node files (DMI, sysfs, procfs) that
   :class:`dranet_cloud.hostroot.HostRoot` reads;
 * :mod:`.socketguard`: makes any non-loopback connection fail a test run.
+* :mod:`.bad_mac` (pytest, not imported here): the shared run behind every
+  cloud plugin's "a listed NIC whose MAC is not one" test.
 
 Importing this package is cheap: it pulls in only the standard library.
 """

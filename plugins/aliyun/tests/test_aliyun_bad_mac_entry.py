@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -18,31 +17,26 @@ from dranet_cloud_aliyun.emulator import build_emulator, default_tree
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.errors import DranetCloudError
-from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
+from dranet_cloud.testing.bad_mac import DescribeBadEntry
+from dranet_cloud.testing.cli import describe_in_process
 
 BAD = "zz:00:16:3e:2c:8a:10"
 
 
 def test_a_listing_entry_that_is_no_mac_skips_only_itself(
-    caplog: pytest.LogCaptureFixture, tmp_path: Path, erdma_sample: SampleHost
+    describe_bad_entry: DescribeBadEntry, erdma_sample: SampleHost
 ) -> None:
     tree = copy.deepcopy(default_tree())
     macs = tree["meta-data"]["network"]["interfaces"]["macs"]
     valid = dict(macs)
     macs[BAD] = {**copy.deepcopy(next(iter(valid.values()))), "network-interface-id": "eni-bad"}
-    fixture = tmp_path / "tree.json"
-    fixture.write_text(json.dumps(tree))
-    caplog.set_level(logging.WARNING)
-    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        data = describe_in_process("aliyun", emu.env, erdma_sample.root)
-        fetched = [r.path for r in emu.log if BAD in r.path]
-    ids = attributes_by_name(data, NETWORK_INTERFACE_ID)
-    by_mac = {d["device"].get("mac_address"): d["device"]["name"] for d in data["devices"]}
+    run = describe_bad_entry("aliyun", build_emulator, tree, BAD, erdma_sample.root)
+    ids = run.attribute(NETWORK_INTERFACE_ID)
+    by_mac = {mac: name for name, mac in run.macs.items()}
     assert all(ids[by_mac[mac]] == nic["network-interface-id"] for mac, nic in valid.items())
     assert "eni-bad" not in ids.values()
-    (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
-    assert "NIC listing" in warning and "entry skipped" in warning
-    assert fetched == []
+    assert "NIC listing" in run.warning and "entry skipped" in run.warning
+    assert run.fetched == []
 
 
 def test_a_listing_with_no_usable_mac_fails_the_start_saying_so(

@@ -7,9 +7,6 @@ good NIC keeps its table number (its position in the list).
 from __future__ import annotations
 
 import copy
-import json
-import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,33 +15,25 @@ from dranet_cloud_azure.sample_hosts import ETH0
 from dranet_cloud_azure.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost
-from dranet_cloud.testing.cli import describe_in_process
+from dranet_cloud.testing.bad_mac import DescribeBadEntry
 
 BAD = "000D3AZZ2B1D"
 
 
 def test_one_unparsable_mac_skips_only_its_entry(
-    caplog: pytest.LogCaptureFixture,
-    tmp_path: Path,
-    azure_document: dict[str, Any],
-    azure_sample: SampleHost,
+    describe_bad_entry: DescribeBadEntry, azure_document: dict[str, Any], azure_sample: SampleHost
 ) -> None:
     interfaces = azure_document["network"]["interface"]
     extra = copy.deepcopy(interfaces[0])
     extra["macAddress"] = BAD
     interfaces.append(extra)
-    fixture = tmp_path / "doc.json"
-    fixture.write_text(json.dumps(azure_document))
-    caplog.set_level(logging.WARNING)
-    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        data = describe_in_process("azure", emu.env, azure_sample.root)
-    devices = {d["device"]["name"]: d for d in data["devices"]}
+    run = describe_bad_entry("azure", build_emulator, azure_document, BAD, azure_sample.root)
+    devices = {d["device"]["name"]: d for d in run.data["devices"]}
     assert {r["table"] for r in devices[ETH0]["config"]["routes"]} == {100}
     subnet = devices[ETH0]["attributes"]["azure.dra.net/ipv4Subnet"]["string"]
     first = interfaces[0]["ipv4"]["subnet"][0]
     assert subnet == f"{first['address']}/{first['prefix']}"
-    (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
-    assert "network.interface[1]" in warning and "IMDS instance document" in warning
+    assert "network.interface[1]" in run.warning and "IMDS instance document" in run.warning
 
 
 def test_a_document_with_no_usable_mac_is_an_error_that_says_so(

@@ -8,9 +8,6 @@ skipped with one warning naming it and the document.
 from __future__ import annotations
 
 import copy
-import json
-import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,37 +18,28 @@ from dranet_cloud_oci.snapshot import parse_vnics
 from dranet_cloud.context import SampleHost
 from dranet_cloud.hwaddr import normalize_mac
 from dranet_cloud.testing import HostRootBuilder
-from dranet_cloud.testing.cli import attributes_by_name, describe_in_process
+from dranet_cloud.testing.bad_mac import DescribeBadEntry
 
 BAD = "rekharoy:3f:d2:b3:0b:0c"
 
 
 def test_a_redacted_mac_gives_no_nic_its_vnic(
-    caplog: pytest.LogCaptureFixture,
-    tmp_path: Path,
-    oci_documents: dict[str, Any],
-    oci_sample: SampleHost,
+    describe_bad_entry: DescribeBadEntry, oci_documents: dict[str, Any], oci_sample: SampleHost
 ) -> None:
     good = oci_documents["vnics"][0]
     redacted = copy.deepcopy(good)
     redacted.update(macAddr=BAD, subnetCidrBlock="10.9.9.0/24", virtualRouterIp="10.9.9.1")
     oci_documents["vnics"].append(redacted)
-    fixture = tmp_path / "docs.json"
-    fixture.write_text(json.dumps(oci_documents))
     # A NIC whose MAC is what the old parser made of the redacted string.
     HostRootBuilder(oci_sample.root).nic("ens9", "ea:3f:d2:b3:0b:0c", pci="0000:e1:00.0").build()
-    caplog.set_level(logging.WARNING)
-    with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        data = describe_in_process("oci", emu.env, oci_sample.root)
-    subnets = attributes_by_name(data, SUBNET_CIDR_BLOCK)
-    routers = attributes_by_name(data, VIRTUAL_ROUTER_IP)
-    macs = {d["device"]["name"]: d["device"].get("mac_address") for d in data["devices"]}
-    (owner,) = [name for name, mac in macs.items() if mac == normalize_mac(good["macAddr"])]
+    run = describe_bad_entry("oci", build_emulator, oci_documents, BAD, oci_sample.root)
+    subnets = run.attribute(SUBNET_CIDR_BLOCK)
+    routers = run.attribute(VIRTUAL_ROUTER_IP)
+    (owner,) = [name for name, mac in run.macs.items() if mac == normalize_mac(good["macAddr"])]
     assert subnets[owner] == good["subnetCidrBlock"] and routers[owner] == good["virtualRouterIp"]
     assert subnets["ens9"] is None and routers["ens9"] is None
     assert "10.9.9.0/24" not in subnets.values()
-    (warning,) = [r.getMessage() for r in caplog.records if BAD in r.getMessage()]
-    assert "vnics[1].macAddr" in warning and "/opc/v2/vnics/" in warning
+    assert "vnics[1].macAddr" in run.warning and "/opc/v2/vnics/" in run.warning
 
 
 def test_a_vnic_list_with_no_usable_mac_is_an_error_that_says_so() -> None:
