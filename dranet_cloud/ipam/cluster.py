@@ -158,20 +158,10 @@ class IPAddressApi(Protocol):
     def delete_ip_address(self, name: str, uid: str, *, deadline: float | None = None) -> Any: ...
 
     def list_ip_addresses(
-        self,
-        label_selector: str | None = None,
-        *,
-        deadline: float | None = None,
-        page_size: int = 500,
+        self, label_selector: str | None = None, *, deadline: float | None = None
     ) -> Sequence[IPAddressObject]: ...
 
-    def list_ip_address_names(
-        self,
-        label_selector: str | None = None,
-        *,
-        deadline: float | None = None,
-        page_size: int = 500,
-    ) -> Sequence[str]: ...
+    def list_ip_address_names(self, *, deadline: float | None = None) -> Sequence[str]: ...
 
     def list_resource_claims(self, *, deadline: float | None = None) -> ClaimListing: ...
 

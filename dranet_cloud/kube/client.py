@@ -46,6 +46,7 @@ from .ipaddress import (
     parse_ip_address,
     parse_ip_address_page,
 )
+from .objects import metadata_string
 
 if TYPE_CHECKING:
     import httpx2
@@ -438,11 +439,7 @@ class KubeClient:
         what = f"get namespace kube-system (GET {KUBE_SYSTEM_PATH})"
         with self._deadline(deadline, what, needs="get on namespaces (core group)"):
             doc = self._request("GET", KUBE_SYSTEM_PATH)
-            meta = doc.get("metadata") if isinstance(doc, Mapping) else None
-            uid = meta.get("uid") if isinstance(meta, Mapping) else None
-            if not isinstance(uid, str) or not uid:
-                raise ValueError("the Namespace has no metadata.uid")
-        return uid
+            return metadata_string(doc, "uid", "the Namespace has no metadata.uid")
 
     # --- IPAddress objects (networking.k8s.io/v1) --------------------------------------
 
@@ -519,17 +516,10 @@ class KubeClient:
         """
         return self._list_ip(label_selector, deadline, page_size, max_restarts, parse_ip_address)
 
-    def list_ip_address_names(
-        self,
-        label_selector: str | Mapping[str, str] | None = None,
-        *,
-        deadline: float | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        max_restarts: int = MAX_LIST_RESTARTS,
-    ) -> list[str]:
-        """:meth:`list_ip_addresses`, complete or raising likewise, but only the names:
-        what a view of the taken addresses needs, at a fraction of the cost."""
-        return self._list_ip(label_selector, deadline, page_size, max_restarts, ip_address_name)
+    def list_ip_address_names(self, *, deadline: float | None = None) -> list[str]:
+        """:meth:`list_ip_addresses` of every object, complete or raising likewise, but only
+        the names: what a view of the taken addresses needs, at a fraction of the cost."""
+        return self._list_ip(None, deadline, DEFAULT_PAGE_SIZE, MAX_LIST_RESTARTS, ip_address_name)
 
     def _list_ip(
         self,

@@ -24,6 +24,8 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from .objects import metadata_string, of_kind
+
 __all__ = [
     "API_VERSION",
     "IPADDRESSES_PATH",
@@ -177,11 +179,7 @@ def _parent(spec: Any) -> ParentRef | None:
 
 def parse_ip_address(doc: Any) -> IPAddressObject:
     """The typed view of one IPAddress object (a list item has no ``kind``: fine)."""
-    if not isinstance(doc, Mapping):
-        raise ValueError("an IPAddress is not a JSON object")
-    kind = doc.get("kind")
-    if kind not in (None, "IPAddress"):
-        raise ValueError(f"expected an IPAddress, got kind {str(kind)[:60]!r}")
+    doc = of_kind(doc, "IPAddress", "an IPAddress")
     meta = doc.get("metadata")
     if not isinstance(meta, Mapping):
         raise ValueError("an IPAddress without metadata")
@@ -206,11 +204,7 @@ def ip_address_name(doc: Any) -> str:
     For a caller that needs no more than which addresses are taken: reading
     every field of a big list costs several times more than the list itself.
     """
-    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise ValueError("an IPAddress without metadata.name")
-    return name
+    return metadata_string(doc, "name", "an IPAddress without metadata.name")
 
 
 def parse_ip_address_page(
@@ -223,11 +217,7 @@ def parse_ip_address_page(
     A page that says more items remain but gives no token is a partial answer
     and raises, as does anything that is not an IPAddressList.
     """
-    if not isinstance(doc, Mapping):
-        raise ValueError("a list answer is not a JSON object")
-    kind = doc.get("kind")
-    if kind not in (None, "IPAddressList"):
-        raise ValueError(f"expected an IPAddressList, got kind {str(kind)[:60]!r}")
+    doc = of_kind(doc, "IPAddressList", "a list answer")
     items = doc.get("items")
     if items is None and "items" in doc:
         items = []  # Go encodes an empty slice as null in some versions
