@@ -400,22 +400,14 @@ class KubeClient:
         from lightkube.resources.resource_v1 import ResourceClaim
 
         what = "LIST resourceclaims in all namespaces"
-        budget = self.timeout if deadline is None else deadline
-        until = time.monotonic() + budget  # one deadline for every page and restart
-        restarts = 0
-        while True:
+
+        def attempt() -> tuple[tuple[ClaimIdentity, ...], float]:
             started = time.time()
-            try:
-                with self._deadline(budget, what, until=until):
-                    items = self._client.list(ResourceClaim, namespace=ALL_NS, chunk_size=page_size)
-                    claims = tuple(_identity(obj, what) for obj in items)
-            except KubeError as exc:
-                if exc.status == 410 and restarts < max_restarts:
-                    restarts += 1
-                    log.info("kubernetes: %s expired mid-way (410); starting again", what)
-                    continue
-                raise
-            return ClaimListing(claims, started, restarts)
+            items = self._client.list(ResourceClaim, namespace=ALL_NS, chunk_size=page_size)
+            return tuple(_identity(obj, what) for obj in items), started
+
+        (claims, started), restarts = self._restarting(what, deadline, max_restarts, attempt)
+        return ClaimListing(claims, started, restarts)
 
     def get_node(self, name: str, *, deadline: float | None = None) -> dict[str, Any]:
         """The Node object as Kubernetes JSON (labels, ``spec.providerID``...).
@@ -536,13 +528,37 @@ class KubeClient:
         what = f"list ipaddresses (GET {IPADDRESSES_PATH}" + (
             f"?labelSelector={safe(selector, 120)})" if selector else ")"
         )
+        found, _ = self._restarting(
+            what,
+            deadline,
+            max_restarts,
+            lambda: self._all_pages(selector, page_size, item),
+            needs=f"list on {_IPADDRESSES}",
+        )
+        return found
+
+    def _restarting(
+        self,
+        what: str,
+        deadline: float | None,
+        max_restarts: int,
+        attempt: Callable[[], T],
+        *,
+        needs: str | None = None,
+    ) -> tuple[T, int]:
+        """``attempt()`` (a whole list) and how many times it started again.
+
+        One deadline covers every page and restart; a ``410 Expired`` (the
+        snapshot behind a continue token is gone) starts a new list, at most
+        ``max_restarts`` times.
+        """
         budget = self.timeout if deadline is None else deadline
         until = time.monotonic() + budget
         restarts = 0
         while True:
             try:
-                with self._deadline(budget, what, until=until, needs=f"list on {_IPADDRESSES}"):
-                    return self._all_pages(selector, page_size, item)
+                with self._deadline(budget, what, until=until, needs=needs):
+                    return attempt(), restarts
             except KubeError as exc:
                 if exc.status == 410 and restarts < max_restarts:
                     restarts += 1
