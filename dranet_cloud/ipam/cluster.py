@@ -81,7 +81,7 @@ from .cluster_journal import (
     ViewStart,
     cluster_call,
 )
-from .requests import host_cidr, ordered_ranges, parse_static
+from .requests import host_cidr, ordered_ranges, parse_static, require_collect_bounds
 from .sqlite import WouldBlock
 
 if TYPE_CHECKING:
@@ -357,13 +357,10 @@ class ClusterIpam:
         return self.journal.held(owner)
 
     def collect(
-        self,
-        live_claims: Iterable[str] | None = None,
-        older_than: timedelta | None = None,
+        self, live_claims: Iterable[str] | None = None, older_than: timedelta | None = None
     ) -> list[Allocation]:
         """Like the node store's ``collect``, deleting the objects of what it frees."""
-        if live_claims is None and older_than is None:
-            return self.journal.collect()  # the node store's refusal, same words
+        require_collect_bounds(live_claims, older_than)  # the node store's refusal
         live = None if live_claims is None else frozenset(live_claims)
         cutoff = None if older_than is None else datetime.now(timezone.utc) - older_than
         victims = [

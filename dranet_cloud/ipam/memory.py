@@ -22,11 +22,11 @@ from ..iprange import IPRange, address_of
 from .base import Allocation, Owner, pick_identities
 from .freesearch import first_free
 from .requests import (
-    InvalidIpamRequest,
     RandomSource,
     host_cidr,
     ordered_ranges,
     parse_static,
+    require_collect_bounds,
     start_offset,
 )
 from .tally import AllocationTally
@@ -239,15 +239,9 @@ class MemoryStore:
             return [a.address for a in held]
 
     def collect(
-        self,
-        live_claims: Iterable[str] | None = None,
-        older_than: timedelta | None = None,
+        self, live_claims: Iterable[str] | None = None, older_than: timedelta | None = None
     ) -> list[Allocation]:
-        if live_claims is None and older_than is None:
-            raise InvalidIpamRequest(
-                "ipam: collect needs live claims, a minimum age or both; "
-                "refusing to free every allocation"
-            )
+        require_collect_bounds(live_claims, older_than)
         live = None if live_claims is None else set(live_claims)
         with self._lock:
             cutoff = None if older_than is None else self._clock() - older_than

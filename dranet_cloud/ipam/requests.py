@@ -24,6 +24,15 @@ class InvalidIpamRequest(ConfigError, ValueError):
     """
 
 
+def require_collect_bounds(live_claims: object, older_than: object) -> None:
+    """Refuse a ``collect`` given neither live claims nor a minimum age: it would free all."""
+    if live_claims is None and older_than is None:
+        raise InvalidIpamRequest(
+            "ipam: collect needs live claims, a minimum age or both; "
+            "refusing to free every allocation"
+        )
+
+
 class RandomSource(Protocol):
     """What a store needs from a random generator: ``random.Random`` fits."""
 

@@ -50,6 +50,7 @@ from .requests import (
     host_cidr,
     ordered_ranges,
     parse_static,
+    require_collect_bounds,
     start_offset,
 )
 from .tally import AllocationTally, Delta
@@ -959,15 +960,9 @@ class SqliteStore:
             return [str(address) for address, _f, _k in rows]
 
     def collect(
-        self,
-        live_claims: Iterable[str] | None = None,
-        older_than: timedelta | None = None,
+        self, live_claims: Iterable[str] | None = None, older_than: timedelta | None = None
     ) -> list[Allocation]:
-        if live_claims is None and older_than is None:
-            raise InvalidIpamRequest(
-                "ipam: collect needs live claims, a minimum age or both; "
-                "refusing to free every allocation"
-            )
+        require_collect_bounds(live_claims, older_than)
         live = None if live_claims is None else sorted(set(live_claims))
         with self._transaction() as conn:
             where: list[str] = []
