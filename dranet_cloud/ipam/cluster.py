@@ -275,8 +275,7 @@ class ClusterIpam:
         known = self._known(owner, {r.version for r in wanted})
         if known is not None:
             return [known[r.version] for r in wanted]
-        _off_loop(f"allocating for {owner}")
-        budget = _Budget(self.budget, self.call_timeout)
+        budget = self._request_budget(f"allocating for {owner}")
         claim = self._named(owner, claim, asked_at, budget)
         creates = 0
         while True:
@@ -317,8 +316,7 @@ class ClusterIpam:
         bound = {r.address for r in self.journal.rows(owner) if r.state == BOUND}
         if all(a in bound for a in asked):
             return asked  # a retry: the journal answers
-        _off_loop(f"reserving for {owner}")
-        budget = _Budget(self.budget, self.call_timeout)
+        budget = self._request_budget(f"reserving for {owner}")
         claim = self._named(owner, claim, asked_at, budget)
         # The journal refuses what another owner of this node holds; it writes
         # the intents of the new addresses.
@@ -350,8 +348,7 @@ class ClusterIpam:
         rows = self.journal.rows(owner)
         if not rows:
             return []
-        _off_loop(f"releasing for {owner}")
-        return self._release_rows(rows, _Budget(self.budget, self.call_timeout))
+        return self._release_rows(rows, self._request_budget(f"releasing for {owner}"))
 
     def held(self, owner: Owner) -> list[Allocation]:
         return self.journal.held(owner)
@@ -459,6 +456,11 @@ class ClusterIpam:
                 return None
             found.setdefault(row.family, row.address)
         return found if families <= set(found) else None
+
+    def _request_budget(self, doing: str) -> _Budget:
+        """The deadline of one allocation, reservation or release (never on an event loop)."""
+        _off_loop(doing)
+        return _Budget(self.budget, self.call_timeout)
 
     def _named(
         self, owner: Owner, claim: ClaimReference | None, asked_at: float, budget: _Budget
