@@ -17,6 +17,12 @@ from .test_server_cli import CLI, REPO
 MAC = "0c:42:a1:00:00:11"
 
 
+def cluster_flags(kube: KubernetesEmulator, node: str = "node-a") -> list[str]:
+    """The flags that put a command in cluster scope, as ``node``, against the emulator."""
+    kubeconfig = str(kube.write_kubeconfig())
+    return ["--ipam-scope", "cluster", "--node-name", node, "--kubeconfig", kubeconfig]
+
+
 def profile(tmp: Path, kube: KubernetesEmulator, action: str, claim: str, *extra: str) -> int:
     (tmp / "config.json").write_text(json.dumps({"profile": "local-ipam", "interface": {}}))
     return cli_main(
@@ -29,12 +35,7 @@ def profile(tmp: Path, kube: KubernetesEmulator, action: str, claim: str, *extra
             "10.33.0.0/24",
             "--ipam-db",
             str(tmp / "ipam.db"),
-            "--ipam-scope",
-            "cluster",
-            "--node-name",
-            "node-a",
-            "--kubeconfig",
-            str(kube.write_kubeconfig()),
+            *cluster_flags(kube),
             "--device",
             f"name=eth1,mac={MAC}",
             "--config",
@@ -128,12 +129,7 @@ def test_ipam_gc_sweeps_the_objects_of_gone_claims(
         "0s",
         "--ipam-db",
         str(tmp_path / "ipam.db"),
-        "--ipam-scope",
-        "cluster",
-        "--node-name",
-        "node-a",
-        "--kubeconfig",
-        str(kube.write_kubeconfig()),
+        *cluster_flags(kube),
         "-o",
         "json",
     ]

@@ -5,7 +5,6 @@ one Kubernetes API emulator (issue 24's acceptance, as DRANET's Go client drives
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,11 @@ import pytest
 from dranet_cloud.ipam.cluster import EXIT_AFTER_CREATE_ENV
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
-from .test_server_cli import GoLikeClient, ServeProcess, listed_claims
+from .test_cluster_cli import cluster_flags
+from .test_server_cli import GoLikeClient, ServeProcess, listed_claims, servers
 from .waiting import wait_until
+
+__all__ = ["servers"]  # a fixture, used by name
 
 RANGE = "10.7.0.0/24"
 MAC = "0c:42:a1:00:00:11"
@@ -25,18 +27,7 @@ MAC = "0c:42:a1:00:00:11"
 
 def start(tmp: Path, kube: KubernetesEmulator, node: str, *extra: str, **env: str) -> ServeProcess:
     (tmp / node).mkdir(exist_ok=True)
-    return ServeProcess(
-        tmp / node,
-        "--ipam-scope",
-        "cluster",
-        "--node-name",
-        node,
-        "--kubeconfig",
-        str(kube.write_kubeconfig()),
-        *extra,
-        ranges=(RANGE,),
-        env=env,
-    )
+    return ServeProcess(tmp / node, *cluster_flags(kube, node), *extra, ranges=(RANGE,), env=env)
 
 
 def claim_doc(kube: KubernetesEmulator, n: int, node: str) -> dict[str, Any]:
@@ -65,15 +56,6 @@ def address(client: GoLikeClient, claim: dict[str, Any]) -> str:
 
 def objects(kube: KubernetesEmulator) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in kube.ip_addresses()}
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ServeProcess]]:
-    started: list[ServeProcess] = []
-    yield started
-    for s in started:
-        if s.proc.poll() is None:
-            s.kill()
 
 
 def test_three_servers_one_range_one_address_per_pod(
