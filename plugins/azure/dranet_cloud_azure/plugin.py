@@ -19,7 +19,6 @@ from . import detection
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from dranet_cloud.claims import ClaimReference
     from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
     from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
     from dranet_cloud.settings import Setting
@@ -75,27 +74,16 @@ def device_config(
 
 @hookimpl
 def profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-    claim: ClaimReference | None,
+    context: ProviderContext, device: DeviceIdentifiers, config: NetworkConfig
 ) -> NetworkConfig | None:
+    """The azure-ipoib answer (see :mod:`.ipoib`): it needs no other argument."""
     from . import ipoib
 
     return ipoib.profile_config(context, device, config)
 
 
 @hookimpl
-def release_profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig | None,
-    claim: ClaimReference | None,
-) -> bool:
+def release_profile_config() -> bool:
     """Nothing to free: the host owns the KVP mapping, this plugin only reads it."""
     return True
 
