@@ -384,6 +384,17 @@ class Faults:
         return shaped, ",".join(labels) or None
 
 
+def spec_items(spec: str) -> Iterator[tuple[str, str, str, bool]]:
+    """The items of a fault spec (``key=value`` joined by ``;``; empty ones skipped):
+    ``(item, key lower-cased, value, whether it had "=")``, stripped of blanks.
+    """
+    for raw in spec.split(";"):
+        item = raw.strip()
+        if item:
+            key, sep, value = item.partition("=")
+            yield item, key.strip().lower(), value.strip(), bool(sep)
+
+
 def _parse_spec(spec: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "statuses": [],
@@ -398,13 +409,7 @@ def _parse_spec(spec: str) -> dict[str, Any]:
         "expire_tokens_every": 0,
         "path": "",
     }
-    for raw in spec.split(";"):
-        item = raw.strip()
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip().lower()
-        value = value.strip()
+    for item, key, value, sep in spec_items(spec):
         try:
             if key == "status":
                 out["statuses"] = [int(v) for v in value.split(",") if v.strip()]

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from http import HTTPStatus
 
+from .emulator import spec_items
+
 __all__ = [
     "KNOWN_STATUSES",
     "VERBS",
@@ -64,13 +66,7 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
     latency = 0.0
     failures: list[tuple[str, int, int | None]] = []
     lost: list[tuple[str, int]] = []
-    for raw in (spec or "").split(";"):
-        item = raw.strip()
-        if not item:
-            continue
-        key, _, value = item.partition("=")
-        key = key.strip().lower()
-        value = value.strip()
+    for item, key, value, _ in spec_items(spec or ""):
         try:
             if key == "latency":
                 latency = finite_seconds(float(value), "latency")
