@@ -1,22 +1,28 @@
 """Cluster-scope IPAM benchmark: many nodes, one range, the Kubernetes API as the only referee.
 
-N simulated nodes (threads of this process, each with its own SQLite journal
-and its own API client) allocate and then release M claims in total against
-the Kubernetes API emulator running in *another* process (``dranet-cloud
-emulate kubernetes --latency S``), so the emulator's CPU is not this
-process's GIL.  Each claim exists in the emulator as a ResourceClaim and its
-address as an IPAddress object naming it.  Prints:
+N simulated nodes (each with its own SQLite journal and its own API client)
+allocate and then release M claims in total against the Kubernetes API
+emulator running in *another* process (``dranet-cloud emulate kubernetes
+--latency S``).  The nodes are spread over K worker processes (``--processes``,
+default: one per usable core), threads within each, because 100 processes do
+not fit two cores and one process's GIL was the bottleneck, not the API.  Each
+phase (allocate all, then release all) starts in every worker at one barrier
+and is timed cluster-wide, from that start to the last node's end.  Each claim
+exists in the emulator as a ResourceClaim and its address as an IPAddress
+object naming it.  Prints:
 
 * claims per second cluster-wide (allocation, release, both);
 * API calls and API writes (creates and deletes) per allocation;
 * p50/p99 latency of one allocation and of one release;
-* duplicate addresses (two live claims with one address) and leaked objects
-  (IPAddress objects of this project left after every release): both must be 0;
+* duplicate addresses (two live claims with one address, across all nodes of
+  all processes) and leaked objects (IPAddress objects of this project left
+  after every release): both must be 0;
 * one leak-reclaiming sweep between the phases: every 10th claim is missing
   from the API (deleted, its release lost), so exactly their objects must go.
 
 Run (inside ``unshare -n`` like every manual run):
-``python benchmarks/cluster_ipam.py [--nodes 100] [--claims 5000] [--latency 0.002]``.
+``python benchmarks/cluster_ipam.py [--nodes 100] [--claims 5000] [--latency 0.002]
+[--processes K]``.
 Figures, not assertions; the exit code is 1 when a duplicate or a leak was seen.
 """
 
@@ -26,6 +32,7 @@ import argparse
 import ipaddress
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -34,7 +41,11 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +58,7 @@ from dranet_cloud.kube import KubeClient
 
 POOL = "local-ipam"
 NAMESPACE = "bench"
+PHASE_TIMEOUT = 900.0  # seconds any one step between parent and workers may take
 
 
 def range_for(claims: int, fill: float) -> IPRange:
@@ -55,26 +67,36 @@ def range_for(claims: int, fill: float) -> IPRange:
     return IPRange.parse(f"10.64.0.0/{prefix}")
 
 
+def bench_range(args: argparse.Namespace) -> IPRange:
+    return IPRange.parse(args.range) if args.range else range_for(args.claims, 0.8)
+
+
+def claim_ref(i: int) -> ClaimReference:
+    return ClaimReference(
+        uid=f"00000000-0000-4000-8000-{i:012d}", namespace=NAMESPACE, name=f"claim-{i}"
+    )
+
+
+def is_gone(i: int, gone_every: int) -> bool:
+    """Whether claim ``i`` is left out of the emulator (deleted while its pod ran,
+    release lost): leak reclaiming must delete its object."""
+    return bool(gone_every) and i % gone_every == gone_every - 1
+
+
 def claims_fixture(path: Path, count: int, nodes: int, gone_every: int) -> list[ClaimReference]:
-    """Every claim; every ``gone_every``-th one is left out of the emulator (deleted
-    while its pod ran, release lost): leak reclaiming must delete its object."""
+    """Every claim; the gone ones (:func:`is_gone`) are left out of the fixture."""
     items = []
     refs = []
     for i in range(count):
-        if gone_every and i % gone_every == gone_every - 1:
-            refs.append(
-                ClaimReference(
-                    uid=f"00000000-0000-4000-8000-{i:012d}", namespace=NAMESPACE, name=f"claim-{i}"
-                )
-            )
+        ref = claim_ref(i)
+        refs.append(ref)
+        if is_gone(i, gone_every):
             continue
-        uid = f"00000000-0000-4000-8000-{i:012d}"
-        name = f"claim-{i}"
         items.append(
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaim",
-                "metadata": {"namespace": NAMESPACE, "name": name, "uid": uid},
+                "metadata": {"namespace": NAMESPACE, "name": ref.name, "uid": ref.uid},
                 "status": {
                     "allocation": {
                         "devices": {
@@ -91,7 +113,6 @@ def claims_fixture(path: Path, count: int, nodes: int, gone_every: int) -> list[
                 },
             }
         )
-        refs.append(ClaimReference(uid=uid, namespace=NAMESPACE, name=name))
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return refs
 
@@ -119,20 +140,41 @@ class Emulator:
         self.kubeconfig: str = json.loads(line)["env"]["KUBECONFIG"]
 
     def cpu_seconds(self) -> float:
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            return float("nan")
+        return process_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (all its threads) so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return float("nan")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+# -- one worker process: its share of the nodes, one thread each ---------------------------------
+
+
+@dataclass
+class PhaseResult:
+    """What one worker sends back after a phase; every field pickles."""
+
+    began: float  # time.monotonic(): CLOCK_MONOTONIC, one clock for every process on Linux
+    ended: float
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)  # API calls during the phase
+    answers: dict[str, list[str]] = field(default_factory=dict)  # claim UID -> addresses
+    journal_rows: int = 0  # rows left in this worker's journals after the phase
 
 
 PROFILES: list[Any] = []  # one cProfile per node thread with --profile
@@ -141,14 +183,19 @@ PROFILES: list[Any] = []  # one cProfile per node thread with --profile
 def run_nodes(
     nodes: list[ClusterIpam],
     work: list[list[tuple[Owner, ClaimReference]]],
-    job: Any,
+    job: Callable[[ClusterIpam, Owner, ClaimReference], None],
+    start: Callable[[], None],
     profile: bool = False,
-) -> tuple[float, list[float], list[str]]:
-    """Run ``job(ipam, owner, claim)`` for every node's claims, one thread per node."""
+) -> PhaseResult:
+    """Run ``job(ipam, owner, claim)`` for every node's claims, one thread per node.
+
+    Every thread is started and waiting before ``start()`` (the cluster-wide
+    barrier) is called, so the phase's clock starts with no thread start-up in it.
+    """
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    start = threading.Barrier(len(nodes) + 1)
+    go = threading.Barrier(len(nodes) + 1)
 
     def node_loop(ipam: ClusterIpam, mine: list[tuple[Owner, ClaimReference]]) -> None:
         if profile:
@@ -159,7 +206,7 @@ def run_nodes(
                 PROFILES.append(prof)
             prof.enable()
         own: list[float] = []
-        start.wait()
+        go.wait()
         for owner, claim in mine:
             t0 = time.perf_counter()
             try:
@@ -179,11 +226,13 @@ def run_nodes(
     ]
     for t in threads:
         t.start()
-    start.wait()
-    began = time.perf_counter()
+    before = total_calls(nodes)
+    start()
+    began = time.monotonic()
+    go.wait()
     for t in threads:
         t.join()
-    return time.perf_counter() - began, latencies, errors
+    return PhaseResult(began, time.monotonic(), latencies, errors, total_calls(nodes) - before)
 
 
 def total_calls(nodes: list[ClusterIpam]) -> Counter[str]:
@@ -193,12 +242,159 @@ def total_calls(nodes: list[ClusterIpam]) -> Counter[str]:
     return out
 
 
+def node_work(
+    args: argparse.Namespace, node: int, count: int
+) -> list[tuple[Owner, ClaimReference]]:
+    """Node ``node``'s claims: every ``args.nodes``-th one, from ``node`` on."""
+    out = []
+    for i in range(node, count, args.nodes):
+        ref = claim_ref(i)
+        owner = Owner(
+            POOL, f"mac:0c:42:a1:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}", ref.uid
+        )
+        out.append((owner, ref))
+    return out
+
+
+def worker(
+    index: int,
+    args: argparse.Namespace,
+    kubeconfig: str,
+    work_dir: str,
+    barrier: Barrier,
+    conn: Connection,
+) -> None:
+    """Nodes ``index``, ``index + K``, ...: allocate at the first barrier, report,
+    sweep when told to (worker 0 holds node 0), release at the second barrier, report."""
+    rng = bench_range(args)
+    ids = list(range(index, args.nodes, args.processes))
+    nodes = []
+    for n in ids:
+        ipam = open_cluster_ipam(
+            str(Path(work_dir) / f"node-{n}.db"), node=f"node-{n}", kubeconfig=kubeconfig
+        )
+        ipam.journal.synchronous = args.synchronous
+        ipam.journal._connection().execute(f"PRAGMA synchronous = {args.synchronous}")
+        nodes.append(ipam)
+    work = [node_work(args, n, args.claims) for n in ids]
+    answers: dict[str, list[str]] = {}
+    answers_lock = threading.Lock()
+
+    def allocate(ipam: ClusterIpam, owner: Owner, claim: ClaimReference) -> None:
+        got = ipam.allocate(owner, [rng], claim=claim)
+        with answers_lock:
+            answers[claim.uid] = got
+
+    def release(ipam: ClusterIpam, owner: Owner, claim: ClaimReference) -> None:
+        ipam.release(owner)
+
+    def start() -> None:
+        barrier.wait(PHASE_TIMEOUT)
+
+    try:
+        conn.send("ready")
+        cpu0 = time.process_time()
+        done = run_nodes(nodes, work, allocate, start, bool(args.profile))
+        done.answers = answers
+        conn.send((done, time.process_time() - cpu0))
+        command = conn.recv()
+        if command == "sweep":  # leak reclaiming from one node, between the phases
+            with KubeClient(kubeconfig, timeout=60) as client:
+                t0 = time.perf_counter()
+                swept = nodes[0].cluster_reclaim(KubernetesClaims(client), grace=timedelta(0)).sweep
+                conn.send((list(swept.deleted), swept.checked, time.perf_counter() - t0))
+            command = conn.recv()
+        assert command == "release", command
+        done = run_nodes(nodes, work, release, start)
+        done.journal_rows = sum(len(ipam.list()) for ipam in nodes)
+        conn.send(done)
+        if PROFILES:
+            import pstats
+
+            stats = pstats.Stats(PROFILES[0])
+            for prof in PROFILES[1:]:
+                stats.add(prof)
+            stats.dump_stats(f"{args.profile}.{index}")
+    finally:
+        for ipam in nodes:
+            ipam.close()
+        conn.close()
+
+
+# -- the parent: fixture, emulator, workers, checks, figures ---------------------------------------
+
+
+class Workers:
+    """K worker processes, a pipe to each and the barrier every phase starts at."""
+
+    def __init__(self, args: argparse.Namespace, kubeconfig: str, work_dir: Path) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding locks
+        self.barrier = ctx.Barrier(args.processes + 1)
+        self.conns: list[Connection] = []
+        self.procs = []
+        for index in range(args.processes):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(
+                target=worker,
+                args=(index, args, kubeconfig, str(work_dir), self.barrier, theirs),
+                daemon=True,
+            )
+            proc.start()
+            theirs.close()  # so a worker's death is an EOF here, not a hang
+            self.conns.append(mine)
+            self.procs.append(proc)
+
+    def recv(self, conn: Connection) -> Any:
+        if not conn.poll(PHASE_TIMEOUT):
+            raise SystemExit(f"a worker gave no answer in {PHASE_TIMEOUT:g} s")
+        try:
+            return conn.recv()
+        except EOFError:
+            raise SystemExit("a worker died (its traceback is above)") from None
+
+    def gather(self) -> list[Any]:
+        return [self.recv(conn) for conn in self.conns]
+
+    def start(self) -> None:
+        self.barrier.wait(PHASE_TIMEOUT)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.pid is not None]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(10)
+
+
+def merged(results: list[PhaseResult]) -> tuple[float, list[float], list[str], Counter[str]]:
+    """Cluster-wide: (seconds from the first start to the last end, latencies, errors, calls)."""
+    calls: Counter[str] = Counter()
+    for r in results:
+        calls.update(r.calls)
+    return (
+        max(r.ended for r in results) - min(r.began for r in results),
+        [x for r in results for x in r.latencies],
+        [e for r in results for e in r.errors],
+        calls,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--claims", type=int, default=5000)
     parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
     parser.add_argument("--range", default=None, help="CIDR (default: the claims fill <= 80%%)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="worker processes the nodes are spread over, threads within each "
+        "(default: one per usable core)",
+    )
     parser.add_argument(
         "--synchronous",
         default="FULL",
@@ -213,16 +409,22 @@ def main() -> int:
         help="every Nth claim is missing from the API when leak reclaiming runs between the "
         "phases (default 10; 0: none)",
     )
-    parser.add_argument("--profile", default=None, help="write a cProfile of this process here")
+    parser.add_argument(
+        "--profile", default=None, help="write a cProfile of the node threads (all workers) here"
+    )
     args = parser.parse_args()
+    args.processes = max(1, min(args.processes, args.nodes))
 
-    rng = IPRange.parse(args.range) if args.range else range_for(args.claims, 0.8)
     with tempfile.TemporaryDirectory(prefix="cluster-ipam-", dir=args.dir) as tmp:
         work_dir = Path(tmp)
         refs = claims_fixture(work_dir / "claims.json", args.claims, args.nodes, args.gone_every)
         emu = Emulator(work_dir / "claims.json", args.latency)
         try:
-            return bench(args, rng, refs, emu, work_dir)
+            workers = Workers(args, emu.kubeconfig, work_dir)
+            try:
+                return bench(args, bench_range(args), refs, emu, workers)
+            finally:
+                workers.stop()
         finally:
             emu.stop()
 
@@ -232,37 +434,18 @@ def bench(
     rng: IPRange,
     refs: list[ClaimReference],
     emu: Emulator,
-    work_dir: Path,
+    workers: Workers,
 ) -> int:
-    nodes = []
-    for n in range(args.nodes):
-        ipam = open_cluster_ipam(
-            str(work_dir / f"node-{n}.db"), node=f"node-{n}", kubeconfig=emu.kubeconfig
-        )
-        ipam.journal.synchronous = args.synchronous
-        ipam.journal._connection().execute(f"PRAGMA synchronous = {args.synchronous}")
-        nodes.append(ipam)
-    work: list[list[tuple[Owner, ClaimReference]]] = [[] for _ in nodes]
-    for i, ref in enumerate(refs):
-        owner = Owner(
-            POOL, f"mac:0c:42:a1:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}", ref.uid
-        )
-        work[i % len(nodes)].append((owner, ref))
+    workers.gather()  # every worker has opened its nodes
+    emu_cpu0 = emu.cpu_seconds()
+    workers.start()
+    allocated = workers.gather()
+    emu_cpu1 = emu.cpu_seconds()
+    alloc_time, alloc_lat, alloc_err, alloc_calls = merged([r for r, _ in allocated])
+    worker_cpu = [cpu for _, cpu in allocated]
     answers: dict[str, list[str]] = {}
-    answers_lock = threading.Lock()
-
-    def allocate(ipam: ClusterIpam, owner: Owner, claim: ClaimReference) -> None:
-        got = ipam.allocate(owner, [rng], claim=claim)
-        with answers_lock:
-            answers[claim.uid] = got
-
-    def release(ipam: ClusterIpam, owner: Owner, claim: ClaimReference) -> None:
-        ipam.release(owner)
-
-    cpu0, emu_cpu0 = time.process_time(), emu.cpu_seconds()
-    alloc_time, alloc_lat, alloc_err = run_nodes(nodes, work, allocate, bool(args.profile))
-    cpu1, emu_cpu1 = time.process_time(), emu.cpu_seconds()
-    alloc_calls = total_calls(nodes)
+    for r, _ in allocated:
+        answers.update(r.answers)
 
     # Every live claim's address must be distinct and backed by its own object.
     by_address = Counter(a for got in answers.values() for a in got)
@@ -278,39 +461,43 @@ def bench(
         )
         fill = len(objects) / rng.size
 
-        # Leak reclaiming, from one node, between the phases: the objects of the
-        # claims missing from the API go (whichever node made them), no other.
-        t0 = time.perf_counter()
-        swept = nodes[0].cluster_reclaim(KubernetesClaims(client), grace=timedelta(0)).sweep
-        gc_time = time.perf_counter() - t0
-        gone = {
-            r.uid
-            for i, r in enumerate(refs)
-            if args.gone_every and i % args.gone_every == args.gone_every - 1
-        }
-        wrongly_swept = sum(1 for name in swept.deleted if owners.get(name) not in gone)
+        # Leak reclaiming, from one node (node 0, in worker 0), between the phases:
+        # the objects of the claims missing from the API go (whichever node made them), no other.
+        workers.conns[0].send("sweep")
+        swept_deleted, swept_checked, gc_time = workers.recv(workers.conns[0])
+        gone = {r.uid for i, r in enumerate(refs) if is_gone(i, args.gone_every)}
+        wrongly_swept = sum(1 for name in swept_deleted if owners.get(name) not in gone)
 
-        before_release = total_calls(nodes)
-        release_time, release_lat, release_err = run_nodes(nodes, work, release)
-        release_calls = total_calls(nodes) - before_release
+        for conn in workers.conns:
+            conn.send("release")
+        workers.start()
+        released: list[PhaseResult] = workers.gather()
+        release_time, release_lat, release_err, release_calls = merged(released)
         left = client.list_ip_addresses(f"{MANAGED_BY_LABEL}={MANAGED_BY}")
-    if PROFILES:
+    journal_left = sum(r.journal_rows for r in released)
+    workers.stop()
+    if args.profile:
         import pstats
 
-        stats = pstats.Stats(PROFILES[0])
-        for prof in PROFILES[1:]:
-            stats.add(prof)
+        stats = pstats.Stats(f"{args.profile}.0")
+        for index in range(1, args.processes):
+            stats.add(f"{args.profile}.{index}")
         stats.dump_stats(args.profile)
-    journal_left = sum(len(ipam.list()) for ipam in nodes)
-    for ipam in nodes:
-        ipam.close()
+        for index in range(args.processes):
+            os.remove(f"{args.profile}.{index}")
 
     m = len(refs)
     writes = alloc_calls["create"] + alloc_calls["delete"]
     print(
-        f"cluster_ipam: {len(nodes)} nodes, {m} claims, range {rng} ({rng.size} addresses, "
+        f"cluster_ipam: {args.nodes} nodes, {m} claims, range {rng} ({rng.size} addresses, "
         f"{fill:.0%} full at the peak), {args.latency * 1000:g} ms per API call, "
         f"journals synchronous={args.synchronous}"
+    )
+    split = (len(range(i, args.nodes, args.processes)) for i in range(args.processes))
+    print(
+        f"  processes: {args.processes} worker process(es), node threads in each: "
+        f"{', '.join(map(str, split))}"
+        f"; phases timed from one cluster-wide barrier"
     )
     print(
         f"  allocate: {m / alloc_time:7.1f} claims/s ({alloc_time:.2f} s), latency p50 "
@@ -329,13 +516,13 @@ def bench(
         f"({dict(release_calls)})"
     )
     print(
-        f"  leak reclaiming (one node's sweep): deleted {len(swept.deleted)} of "
-        f"{swept.checked} objects ({len(gone)} claims gone, {wrongly_swept} live claims' "
+        f"  leak reclaiming (one node's sweep): deleted {len(swept_deleted)} of "
+        f"{swept_checked} objects ({len(gone)} claims gone, {wrongly_swept} live claims' "
         f"objects deleted) in {gc_time:.2f} s"
     )
     print(
-        f"  CPU during allocation: this process {cpu1 - cpu0:.1f} s, emulator "
-        f"{emu_cpu1 - emu_cpu0:.1f} s"
+        f"  CPU during allocation: node processes {sum(worker_cpu):.1f} s "
+        f"({' + '.join(f'{c:.1f}' for c in worker_cpu)}), emulator {emu_cpu1 - emu_cpu0:.1f} s"
     )
     print(
         f"  duplicates: {duplicates}, addresses without their claim's object: {unbacked}, "
@@ -352,7 +539,8 @@ def bench(
         or alloc_err
         or release_err
         or wrongly_swept
-        or len(swept.deleted) != len(gone)
+        or len(swept_deleted) != len(gone)
+        or len(answers) != m
     )
     return 1 if bad else 0
 
