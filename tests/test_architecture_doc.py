@@ -1,0 +1,63 @@
+"""docs/architecture.md names every module of the core package, and only modules.
+
+A newcomer finds a module's concept in the map before opening the module, so
+a module the map leaves out is a module nobody finds; a name the map keeps
+after its module moved sends them to a file that is not there.  Names in the
+"Core modules" section are paths relative to ``dranet_cloud/``
+(``ipam/sqlite.py``); ``__init__.py`` files are modules too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dranet_cloud"
+DOC = ROOT / "docs" / "architecture.md"
+
+# A path to a Python file as the map writes it: `ipam/sqlite.py`, `models.py`,
+# `dranet_cloud/models.py`; never part of a longer word or path.
+_MODULE_NAME = re.compile(r"(?<![\w/.<>-])((?:[\w]+/)*[\w]+\.py)(?![\w])")
+
+
+def core_modules() -> list[str]:
+    """Every ``*.py`` under dranet_cloud/, relative to it, sorted."""
+    return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
+
+
+def core_section(text: str) -> str:
+    """The "Core modules" section: from its heading to the next level-2 heading."""
+    start = text.index("\n## Core modules\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def named_modules(text: str) -> set[str]:
+    """The module paths a text names, without a leading ``dranet_cloud/``."""
+    return {m.removeprefix("dranet_cloud/") for m in _MODULE_NAME.findall(text)}
+
+
+def test_the_parser_reads_names_as_the_map_writes_them() -> None:
+    text = "ipam/sqlite.py  x\n`models.py`, dranet_cloud/kube/node.py; dranet_cloud_<c>/plugin.py"
+    assert named_modules(text) == {"ipam/sqlite.py", "models.py", "kube/node.py"}
+
+
+def test_every_core_module_is_named_in_the_architecture_doc() -> None:
+    named = named_modules(core_section(DOC.read_text(encoding="utf-8")))
+    missing = [m for m in core_modules() if m not in named]
+    assert not missing, (
+        "docs/architecture.md does not name "
+        + ", ".join(f"dranet_cloud/{m}" for m in missing)
+        + ": add a line for each under the concept it serves (section 'Core modules')"
+    )
+
+
+def test_every_name_in_the_core_map_is_a_module() -> None:
+    modules = set(core_modules())
+    stale = sorted(named_modules(core_section(DOC.read_text(encoding="utf-8"))) - modules)
+    assert not stale, (
+        "docs/architecture.md names "
+        + ", ".join(f"dranet_cloud/{m}" for m in stale)
+        + " in 'Core modules', but no such module exists: update or remove the line"
+    )
