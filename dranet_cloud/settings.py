@@ -22,12 +22,9 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .plugins import PluginRegistry
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +80,22 @@ class Setting:
     def describe(self) -> str:
         kind = "|".join(self.choices) if self.kind == "choice" else self.kind
         return f"{self.name} ({kind})"
+
+
+class PluginRegistry(Protocol):
+    """What the checks ask of :class:`dranet_cloud.plugins.PluginRegistry`.
+
+    A protocol rather than an import: the registry suggests names with
+    :func:`did_you_mean` from here, so importing it back would be a circle.
+    """
+
+    def names(self) -> list[str]: ...
+
+    def aliases(self) -> dict[str, str]: ...
+
+    def implements(self, name: str, hook: str) -> bool: ...
+
+    def call(self, name: str, hook: str, **kwargs: Any) -> Any: ...
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
