@@ -19,6 +19,20 @@ class ConfigError(DranetCloudError):
     exit_code = 2
 
 
+class PluginError(DranetCloudError):
+    """An installed plugin breaks the hook contract, so it is not loaded (exit 2).
+
+    Like a bad flag, it is fixed before anything starts: in the plugin's code,
+    or by uninstalling its distribution.
+    """
+
+    exit_code = 2
+
+
+class UnknownHookError(PluginError):
+    """A plugin marks ``@hookimpl`` a function whose name is no hook (a typo)."""
+
+
 class ProviderInitError(DranetCloudError):
     """An explicitly requested provider could not start (exit 3).
 

@@ -1,7 +1,10 @@
 """The contract between the host and plugins.
 
 Plugins are plain modules registered in the ``dranet_cloud`` entry-point
-group; they implement any subset of these hooks with ``@hookimpl``.  The host
+group; they implement any subset of these hooks with ``@hookimpl`` (pluggy's
+marker, imitated without pluggy: see :mod:`dranet_cloud._hookmarks`).  A marked
+function whose name (or ``specname``) is not one of these hooks stops the
+plugin from loading (:func:`dranet_cloud.plugins.check_hook_names`).  The host
 calls one plugin at a time (it routes, it does not broadcast), so every hook
 is ``firstresult``.  Which hooks a plugin implements decides its roles:
 
@@ -24,12 +27,13 @@ an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
+
+from ._hookmarks import PROJECT, hookimpl
+from ._hookmarks import firstresult_spec as _firstresult_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
-    from typing import TypeVar
 
     from .claims import ClaimReference
     from .context import InstanceSnapshot, ProviderContext, SampleHost
@@ -37,88 +41,7 @@ if TYPE_CHECKING:
     from .settings import Setting
     from .testing.emulator import Emulator
 
-    _F = TypeVar("_F", bound=Callable[..., object])
-
-PROJECT = "dranet_cloud"
-# The attributes pluggy's markers set and its PluginManager reads.
-IMPL_ATTR = PROJECT + "_impl"
-SPEC_ATTR = PROJECT + "_spec"
-
-
-class HookimplMarker:
-    """``pluggy.HookimplMarker(PROJECT)`` without importing pluggy.
-
-    Every ``dranet-cloud detect`` imports each plugin module, and pluggy
-    (with :mod:`inspect`) costs more than a bare-metal node's whole
-    detection.  This marker sets exactly the options dict pluggy's sets, so a
-    ``PluginManager`` created later (when a provider is found, or for any
-    other command) parses plugin modules unchanged;
-    ``tests/test_detect_imports.py`` compares the two.
-    """
-
-    __slots__ = ("project_name",)
-
-    def __init__(self, project_name: str) -> None:
-        self.project_name = project_name
-
-    @overload
-    def __call__(
-        self,
-        function: _F,
-        hookwrapper: bool = ...,
-        optionalhook: bool = ...,
-        tryfirst: bool = ...,
-        trylast: bool = ...,
-        specname: str | None = ...,
-        wrapper: bool = ...,
-    ) -> _F: ...
-
-    @overload
-    def __call__(
-        self,
-        function: None = ...,
-        hookwrapper: bool = ...,
-        optionalhook: bool = ...,
-        tryfirst: bool = ...,
-        trylast: bool = ...,
-        specname: str | None = ...,
-        wrapper: bool = ...,
-    ) -> Callable[[_F], _F]: ...
-
-    def __call__(
-        self,
-        function: _F | None = None,
-        hookwrapper: bool = False,
-        optionalhook: bool = False,
-        tryfirst: bool = False,
-        trylast: bool = False,
-        specname: str | None = None,
-        wrapper: bool = False,
-    ) -> _F | Callable[[_F], _F]:
-        opts = {
-            "wrapper": wrapper,
-            "hookwrapper": hookwrapper,
-            "optionalhook": optionalhook,
-            "tryfirst": tryfirst,
-            "trylast": trylast,
-            "specname": specname,
-        }
-
-        def mark(func: _F) -> _F:
-            setattr(func, self.project_name + "_impl", dict(opts))
-            return func
-
-        return mark if function is None else mark(function)
-
-
-hookimpl = HookimplMarker(PROJECT)
-
-
-def _firstresult_spec(func: _F) -> _F:
-    """``pluggy.HookspecMarker(PROJECT)(firstresult=True)``, without pluggy (see above)."""
-    opts = {"firstresult": True, "historic": False, "warn_on_impl": None, "warn_on_impl_args": None}
-    setattr(func, SPEC_ATTR, opts)
-    return func
+__all__ = ["CONFIGURED_EVIDENCE", "PROJECT", "hookimpl"]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,11 +7,21 @@ separately, so a plugin can never claim a role it has no code for.
 from __future__ import annotations
 
 import threading
-from types import FunctionType, MethodType, ModuleType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import hookspecs
-from .errors import ConfigError
+from ._hookmarks import (
+    PROJECT,
+    SPEC_ATTR,
+    ModuleHooks,
+    Signature,
+    call_with,
+    is_plain,
+    module_hooks,
+    plain_signature,
+)
+from .errors import ConfigError, PluginError, UnknownHookError
 from .lazylog import LazyLogger
 
 if TYPE_CHECKING:
@@ -70,52 +80,56 @@ class PluginInfo:
         }
 
 
-def _marked_hooks(plugin: object) -> dict[str, list[tuple[Any, dict[str, Any]]]] | None:
-    """Hook name -> the plugin module's marked functions and their options.
+# The hooks of the contract: the functions of dranet_cloud.hookspecs marked as specs.
+HOOK_NAMES = frozenset(n for n, f in vars(hookspecs).items() if hasattr(f, SPEC_ATTR))
 
-    Reads the attribute :data:`hookspecs.hookimpl` sets, as pluggy does (a
-    ``specname`` option names the hook).  ``None`` when only pluggy can tell
-    (the plugin is not a module, or marks a static/class/bound method).
+
+def _marked_functions(plugin: object) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(function name, hook it names, options)`` for each ``@hookimpl`` of ``plugin``.
+
+    Read as pluggy's ``register`` reads a plugin: a module from its markers
+    (:func:`dranet_cloud._hookmarks.module_hooks`), anything else by pluggy's
+    own ``parse_hookimpl_opts``.
     """
-    if type(plugin) is not ModuleType:
-        return None
-    out: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
-    for attr, value in vars(plugin).items():
-        if isinstance(value, FunctionType):
-            opts = getattr(value, hookspecs.IMPL_ATTR, None)
-            if isinstance(opts, dict):
-                out.setdefault(opts.get("specname") or attr, []).append((value, opts))
-        elif isinstance(value, (staticmethod, classmethod, MethodType)):
-            marked = getattr(value, hookspecs.IMPL_ATTR, None)
-            if marked is not None or getattr(value.__func__, hookspecs.IMPL_ATTR, None):
-                return None
+    hooks = module_hooks(plugin)
+    if hooks is not None:
+        return [(f.__name__, hook, opts) for hook, impls in hooks.items() for f, opts in impls]
+    import pluggy
+
+    parser = pluggy.PluginManager(PROJECT)
+    out = []
+    for attr in dir(plugin):
+        opts = parser.parse_hookimpl_opts(plugin, attr)
+        if opts is not None:
+            out.append((attr, opts.get("specname") or attr, dict(opts)))
     return out
 
 
-_Signature = tuple[Any, tuple[str, ...], tuple[str, ...]]
+def check_hook_names(plugin: object, name: str | None = None) -> None:
+    """Refuse a plugin with an ``@hookimpl`` that names no hook (a misspelt hook).
 
+    pluggy registers such a function silently, with no spec, and never calls
+    it: the plugin then loads without the role or the answer its author
+    wrote.  This is ``PluginManager.check_pending()`` for one plugin (an
+    unknown hook is allowed only with ``optionalhook=True``), with a message
+    that names the plugin (``name``, else the module's name), the function
+    and the closest hook.  Raises :class:`~dranet_cloud.errors.UnknownHookError`.
+    """
+    label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+    for func, hook, opts in _marked_functions(plugin):
+        if hook in HOOK_NAMES or opts.get("optionalhook"):
+            continue
+        from .settings import did_you_mean  # error path only: settings imports logging
 
-def _module_signature(func: Any) -> _Signature | None:
-    """``(function, required names, defaulted names)`` of a plain module function,
-    as pluggy reads them; ``None`` for anything it unwraps or binds
-    (``__wrapped__``, methods), which is left to pluggy."""
-    if hasattr(func, "__wrapped__") or "." in func.__qualname__:
-        return None
-    code = func.__code__
-    names = code.co_varnames[: code.co_argcount]
-    split = len(names) - len(func.__defaults__ or ())
-    return func, tuple(names[:split]), tuple(names[split:])
-
-
-def _invoke(signature: _Signature, kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    """Call as pluggy would: the required arguments by position, the defaulted ones
-    only when given.  ``(False, None)`` when a required one is missing (pluggy
-    then raises its own error)."""
-    func, required, optional = signature
-    if not all(a in kwargs for a in required):
-        return False, None
-    extra = {a: kwargs[a] for a in optional if a in kwargs}
-    return True, func(*[kwargs[a] for a in required], **extra)
+        specname = opts.get("specname")
+        marked = f"@hookimpl(specname={specname!r})" if specname else "@hookimpl"
+        hint = did_you_mean(hook, HOOK_NAMES) or (
+            "; the hooks are " + ", ".join(sorted(HOOK_NAMES))
+        )
+        raise UnknownHookError(
+            f"plugin {label}: function {func} is marked {marked} but {hook!r} is no hook"
+            f"{hint} (fix the name in the plugin, or uninstall its distribution)"
+        )
 
 
 class PluginRegistry:
@@ -128,23 +142,36 @@ class PluginRegistry:
     a node with no evidence never imports pluggy (nor :mod:`inspect`).
     """
 
-    def __init__(self, pm: pluggy.PluginManager | None = None, *, load_entry_points: bool = True):
+    def __init__(
+        self,
+        pm: pluggy.PluginManager | None = None,
+        *,
+        load_entry_points: bool = True,
+        strict: bool = True,
+    ):
+        """``strict``: raise the first :class:`PluginError` of the installed plugins
+        (a misspelt hook); otherwise only record them in :attr:`load_errors`
+        (``dranet-cloud plugins`` lists the others, then reports them)."""
         self._pm = pm
         self._pm_lock = threading.Lock()
         if pm is not None:
             pm.add_hookspecs(hookspecs)
         # Loaded plugins not yet handed to the manager, in load order.
         self._pending: dict[str, object] = {}
-        self._marks: dict[str, dict[str, list[tuple[Any, dict[str, Any]]]] | None] = {}
+        self._marks: dict[str, ModuleHooks | None] = {}
         self._dist: dict[str, tuple[str, str]] = {}
         self._callers: dict[tuple[str, str], Any] = {}
-        self._singles: dict[tuple[str, str], _Signature | None] = {}
+        self._singles: dict[tuple[str, str], Signature | None] = {}
         # Told of every exception a plugin's hook raises through call()
         # (plugin, hook, exception): /metrics counts them.  Cheaper than
         # pluggy's call monitoring, which wraps every call, failing or not.
         self.error_observers: list[Callable[[str, str, BaseException], None]] = []
+        # Installed plugins refused by check_hook_names, by entry-point name.
+        self.load_errors: dict[str, PluginError] = {}
         if load_entry_points:
             self.load_entry_points()
+            if strict and self.load_errors:
+                raise next(iter(self.load_errors.values()))
 
     @property
     def pm(self) -> pluggy.PluginManager:
@@ -163,7 +190,7 @@ class PluginRegistry:
             if self._pm is None:
                 import pluggy
 
-                pm = pluggy.PluginManager(hookspecs.PROJECT)
+                pm = pluggy.PluginManager(PROJECT)
                 pm.add_hookspecs(hookspecs)
             else:
                 pm = self._pm
@@ -179,12 +206,12 @@ class PluginRegistry:
         self._callers.clear()
         self._singles.clear()
 
-    def _hooks_of(self, name: str) -> dict[str, list[tuple[Any, dict[str, Any]]]] | None:
+    def _hooks_of(self, name: str) -> ModuleHooks | None:
         """The markers of a plugin not yet in the manager; ``None``: ask pluggy."""
         if self._pm is not None or name not in self._pending:
             return None
         if name not in self._marks:
-            self._marks[name] = _marked_hooks(self._pending[name])
+            self._marks[name] = module_hooks(self._pending[name])
         return self._marks[name]
 
     def load_entry_points(self) -> None:
@@ -197,6 +224,11 @@ class PluginRegistry:
                 module = ep.load()
             except Exception as exc:  # a broken vendor package must not break the node
                 log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
+                continue
+            try:
+                check_hook_names(module, ep.name)
+            except PluginError as exc:
+                self.load_errors[ep.name] = exc
                 continue
             if self._pm is None:
                 self._pending[ep.name] = module
@@ -212,7 +244,11 @@ class PluginRegistry:
         distribution: str = "local",
         version: str = "0",
     ) -> None:
-        """Register a plugin object directly (tests, built-ins)."""
+        """Register a plugin object directly (tests, built-ins).
+
+        Raises :class:`~dranet_cloud.errors.UnknownHookError` for a misspelt hook.
+        """
+        check_hook_names(module, name)
         self.pm.register(module, name=name)
         self._dist[name] = (distribution, version)
         self._forget_routes()
@@ -312,23 +348,21 @@ class PluginRegistry:
             raise
 
     def _call(self, name: str, hook: str, kwargs: dict[str, Any]) -> Any:
-        signature: _Signature | None = None
+        signature: Signature | None = None
         if self._pm is None:
             hooks = self._hooks_of(name) if hook in DIRECT_HOOKS else None
             impls = (hooks or {}).get(hook, [])
-            if len(impls) == 1 and not (
-                impls[0][1].get("wrapper") or impls[0][1].get("hookwrapper")
-            ):
-                signature = _module_signature(impls[0][0])
+            if len(impls) == 1 and is_plain(impls[0][1]):
+                signature = plain_signature(impls[0][0])
         else:
             signature = self._single_impl(name, hook)
         if signature is not None:
-            called, result = _invoke(signature, kwargs)
+            called, result = call_with(signature, kwargs)
             if called:
                 return result
         return self.caller(name, hook)(**kwargs)
 
-    def _single_impl(self, name: str, hook: str) -> _Signature | None:
+    def _single_impl(self, name: str, hook: str) -> Signature | None:
         """``(function, argument names, names with defaults)`` when plugin ``name``
         has exactly one plain implementation of ``hook``: calling it with those
         arguments (the defaulted ones when given) is what pluggy would do.
@@ -342,7 +376,7 @@ class PluginRegistry:
         key = (name, hook)
         if key in self._singles:
             return self._singles[key]
-        found: _Signature | None = None
+        found: Signature | None = None
         caller = self.caller(name, hook)
         impls = caller.get_hookimpls()
         spec = caller.spec

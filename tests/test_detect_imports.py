@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud import entrypoints, hookspecs
+from dranet_cloud import entrypoints
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.entrypoints import PluginEntryPoint
-from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
@@ -114,50 +113,7 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
         assert stdout.split()[:4] == ["provider", "none", "explicit", "False"]
 
 
-# --- our marker is pluggy's, and direct calls answer as pluggy does ------------------
-
-
-@pytest.mark.parametrize(
-    "opts",
-    [
-        {},
-        {"tryfirst": True},
-        {"trylast": True, "optionalhook": True},
-        {"hookwrapper": True},
-        {"wrapper": True},
-        {"specname": "local_evidence"},
-    ],
-)
-def test_hookimpl_marks_functions_as_pluggy_does(opts: dict[str, object]) -> None:
-    import pluggy
-
-    def ours() -> None: ...
-
-    def theirs() -> None: ...
-
-    (hookimpl(**opts)(ours) if opts else hookimpl(ours))  # type: ignore[call-overload]
-    marker = pluggy.HookimplMarker(hookspecs.PROJECT)
-    (marker(**opts)(theirs) if opts else marker(theirs))  # type: ignore[call-overload]
-    assert getattr(ours, hookspecs.IMPL_ATTR) == getattr(theirs, hookspecs.IMPL_ATTR)
-
-
-def test_hookspecs_are_marked_as_pluggy_marks_firstresult_specs() -> None:
-    import pluggy
-
-    def spec() -> None: ...
-
-    pluggy.HookspecMarker(hookspecs.PROJECT)(firstresult=True)(spec)
-    expected = getattr(spec, hookspecs.SPEC_ATTR)
-    specs = {
-        n: f
-        for n, f in vars(hookspecs).items()
-        if isinstance(f, types.FunctionType) and f.__module__ == hookspecs.__name__ and n[0] != "_"
-    }
-    assert {"local_evidence", "instance_properties", "sample_host"} <= set(specs)
-    assert {n: getattr(f, hookspecs.SPEC_ATTR, None) for n, f in specs.items()} == {
-        n: expected for n in specs
-    }
-    assert isinstance(hookspecs.hookspec, pluggy.HookspecMarker)
+# --- direct calls answer as pluggy does (the markers: tests/test_hookmarks.py) -----------
 
 
 def _fake_plugin_module(name: str, body: str, monkeypatch: pytest.MonkeyPatch) -> None:

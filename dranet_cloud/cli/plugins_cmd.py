@@ -1,10 +1,15 @@
-"""``dranet-cloud plugins``: what is installed and which roles each plugin has."""
+"""``dranet-cloud plugins``: what is installed and which roles each plugin has.
+
+A plugin that breaks the hook contract (a misspelt hook) is not listed: it is
+named on stderr, with the fix, and the command exits 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from ..errors import PluginError
 from .output import add_output_flag, emit_json, emit_table
 
 
@@ -17,7 +22,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..plugins import PluginRegistry
 
-    infos = PluginRegistry().info()
+    registry = PluginRegistry(strict=False)
+    infos = registry.info()
     if args.output == "json":
         emit_json([i.to_json() for i in infos])
     else:
@@ -25,4 +31,8 @@ def run(args: argparse.Namespace) -> int:
             ("NAME", "DISTRIBUTION", "VERSION", "ROLES"),
             [(i.name, i.distribution, i.version, ",".join(i.roles)) for i in infos],
         )
+    if registry.load_errors:
+        # The plugins that load are listed above; each refused one is named here
+        # and the command fails, as every other command does with it installed.
+        raise PluginError("\n".join(str(e) for e in registry.load_errors.values()))
     return 0
