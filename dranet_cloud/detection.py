@@ -10,13 +10,16 @@ under one deadline.  With no evidence there is no network I/O at all.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import ProviderContext
 from .hookspecs import CONFIGURED_EVIDENCE
 from .lazylog import LazyLogger
 from .plugins import PluginRegistry
 from .records import FieldRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = LazyLogger(__name__)
 
@@ -58,6 +61,62 @@ class DetectionResult(FieldRecord):
 
 
 NOT_THIS_ENVIRONMENT = "metadata answered, but not as this environment"
+
+
+class NotThisCloud(Exception):
+    """Raised by a confirmation probe: the server answered, but not as this cloud's does.
+
+    For answers that are well-formed HTTP but carry the wrong content (an
+    instance id of the wrong shape, a listing without the expected entry);
+    :func:`confirm_probe` logs the message and turns it into ``None``.  It
+    never leaves :func:`confirm_probe`.
+    """
+
+
+def confirm_probe(plugin: str, probe: Callable[[], str], *, warn: bool = False) -> str | None:
+    """Run a plugin's one confirmation probe under the rule every ``confirm`` shares.
+
+    The rule, for the ``confirm_environment`` hook:
+
+    * **Nothing answered: raise.**  ``MetadataUnavailable`` (connection
+      refused, timed out, only 5xx until the deadline) propagates; its
+      message names the endpoint and the override variable, and the host
+      records it as the reason the plugin was not chosen.
+    * **The answer proves an impostor: raise.**  ``MetadataSpoofed`` (a
+      response header the genuine server always sends is missing, GCE's
+      ``Metadata-Flavor``) propagates too: something answers in the metadata
+      server's place, and the operator must read that in the detection result.
+    * **Answered, but not this cloud: log and return None.**  Any other
+      ``MetadataError`` (a 4xx, a refused token, a web page, an oversized
+      body) and the probe's own :class:`NotThisCloud` (a well-formed answer
+      with the wrong content) are logged, at INFO (the host already warns
+      about evidence that went unconfirmed) or at WARNING with ``warn``
+      (for evidence that is configuration, which the host reports quietly),
+      and the probe answers ``None``: the hook's "not this environment".
+
+    Why this rule: ``None`` and an exception mean different things to
+    detection (``dranet_cloud.detection.detect``): ``None`` is a definite
+    "no", an exception is "could not tell".  An HTTP 404 or a captive
+    portal's page is a definite answer from something that is not this cloud;
+    a silent endpoint or an impostor is not.  DRANET's probes answer a bare
+    yes/no (``OnAlibaba`` in pkg/cloudprovider/alibaba/alibaba.go is "HTTP
+    200 to the instance-id GET"); the "could not tell" branch is ours, so an
+    operator learns why a node with a cloud's DMI was not taken for it.
+    Other exceptions (a bad override URL's ``ConfigError``, a bug) propagate
+    unchanged.
+
+    ``probe`` returns the description of what answered (it names the endpoint).
+    """
+    from .metadata import MetadataError, MetadataSpoofed, MetadataUnavailable
+
+    try:
+        return probe()
+    except (MetadataUnavailable, MetadataSpoofed):
+        raise
+    except (MetadataError, NotThisCloud) as exc:
+        say = log.warning if warn else log.info
+        say("%s: not confirmed: %s", plugin, exc)
+        return None
 
 
 def _local_candidates(registry: PluginRegistry, context: ProviderContext) -> dict[str, str]:

@@ -39,12 +39,12 @@ def _ours(instance: InstanceSnapshot | None) -> AliyunInstance | None:
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context.host_root)
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context.env, timeout)
+    return detection.confirm(context, timeout)
 
 
 @hookimpl

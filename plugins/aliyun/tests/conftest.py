@@ -1,5 +1,9 @@
 """Fixtures shared by the Aliyun plugin's tests: the ECS emulator, the two
-sample host roots, and contexts pointing at them."""
+sample host roots, and contexts pointing at them (the common ones from
+:class:`dranet_cloud.testing.plugin_fixtures.PluginFixtures`).
+
+Non-loopback traffic is refused by the repository's session-wide socket guard
+(the root ``conftest.py``), which fails the test that tried it."""
 
 from __future__ import annotations
 
@@ -7,34 +11,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dranet_cloud_aliyun.emulator import EcsMetadataHandler, build_emulator
-from dranet_cloud_aliyun.sample_hosts import sample_host
+from dranet_cloud_aliyun import plugin
+from dranet_cloud_aliyun.emulator import EcsMetadataHandler
 
-from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.context import SampleHost
 from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.testing import Emulator, SocketGuard
+from dranet_cloud.testing import Emulator
+from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
-
-@pytest.fixture(autouse=True)
-def _loopback_only() -> Iterator[None]:
-    """Fail any test of this plugin that tries to leave loopback."""
-    guard = SocketGuard().install()
-    try:
-        yield
-    finally:
-        guard.uninstall()
-    assert guard.violations == [], guard.violations
-
-
-@pytest.fixture
-def ecs_emulator() -> Iterator[Emulator]:
-    emu = build_emulator(None, "127.0.0.1:0", None).start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+kit = PluginFixtures(plugin)
+ecs_emulator = kit.emulator("ecs_emulator")
+erdma_sample = kit.sample("erdma_sample", "erdma", directory="erdma-host")
+bond_sample = kit.sample("bond_sample", "bond", directory="bond-host")
+# The eRDMA sample host, pointed at the running emulator, with a fresh IPAM.
+erdma_context = kit.context(
+    "erdma_context",
+    emulator="ecs_emulator",
+    sample="erdma_sample",
+    metadata_deadline=5.0,
+    request_timeout=2.0,
+)
+# The LACP-bond sample host; no endpoint (profile and config need none).
+bond_context = kit.context(
+    "bond_context", sample="bond_sample", metadata_deadline=5.0, request_timeout=2.0
+)
 
 
 @pytest.fixture
@@ -43,41 +44,6 @@ def ecs_handler(ecs_emulator: Emulator) -> EcsMetadataHandler:
     handler = ecs_emulator.handler
     assert isinstance(handler, EcsMetadataHandler)
     return handler
-
-
-@pytest.fixture
-def erdma_sample(tmp_path: Path) -> SampleHost:
-    sample = sample_host(tmp_path / "erdma-host", "erdma")
-    assert sample is not None
-    return sample
-
-
-@pytest.fixture
-def bond_sample(tmp_path: Path) -> SampleHost:
-    sample = sample_host(tmp_path / "bond-host", "bond")
-    assert sample is not None
-    return sample
-
-
-def _context(root: Path, env: dict[str, str]) -> ProviderContext:
-    return ProviderContext(
-        host_root=HostRoot(root),
-        env=env,
-        options=ProviderOptions(metadata_deadline=5.0, request_timeout=2.0),
-        ipam_factory=MemoryStore,
-    )
-
-
-@pytest.fixture
-def erdma_context(ecs_emulator: Emulator, erdma_sample: SampleHost) -> ProviderContext:
-    """The eRDMA sample host, pointed at the running emulator, with a fresh IPAM."""
-    return _context(erdma_sample.root, ecs_emulator.env)
-
-
-@pytest.fixture
-def bond_context(bond_sample: SampleHost) -> ProviderContext:
-    """The LACP-bond sample host; no endpoint (profile and config need none)."""
-    return _context(bond_sample.root, {})
 
 
 def _started_host(root: Path, env: dict[str, str]) -> ProviderHost:

@@ -163,11 +163,16 @@ class ImdsSession:
     def _downgrade_or_raise(self, exc: MetadataError) -> None:
         """The server refused a token: switch to IMDSv1 if allowed, else explain."""
         if not self.allow_v1:
-            raise ProviderUnavailable(
+            # A MetadataError (a ProviderUnavailable): the server answered, so
+            # detection reads it as "not this cloud" (dranet_cloud.detection).
+            raise MetadataError(
                 f"aws: the metadata server ({self.endpoint.describe()}) refused to issue an IMDSv2 "
                 f"session token (HTTP {exc.status} to PUT {TOKEN_PATH}); enable IMDSv2 on the "
                 "instance (aws ec2 modify-instance-metadata-options --http-endpoint enabled) "
-                f"or, to accept IMDSv1, set {SETTING_ALLOW_IMDSV1}=true"
+                f"or, to accept IMDSv1, set {SETTING_ALLOW_IMDSV1}=true",
+                plugin=PLUGIN,
+                url=exc.url,
+                status=exc.status,
             ) from exc
         with self._lock:
             if self.version == 1:
@@ -334,32 +339,3 @@ def load_instance(context: ProviderContext, deadline: float) -> AwsInstance:
             session.version,
         )
         return snapshot
-
-
-def confirm(context: ProviderContext, timeout: float) -> str | None:
-    """One token and one GET of the identity document; see the hook's contract."""
-    with ImdsSession(context, deadline=timeout) as session:
-        try:
-            raw = session.get(DOCUMENT_PATH)
-        except MetadataUnavailable:
-            raise  # nothing answered: the host reports it
-        except ProviderUnavailable as exc:
-            # Something answered, but not as EC2 IMDS does: a wrong status, a
-            # refused token without IMDSv1 permission, an oversized body.
-            log.info("aws: %s answered, but not as EC2 IMDS: %s", session.endpoint.url, exc)
-            return None
-        if raw is None:
-            return None
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(doc, dict):
-            return None
-        instance_id = doc.get("instanceId")
-        if not isinstance(instance_id, str) or not instance_id.startswith("i-"):
-            return None
-        return (
-            f"IMDSv{session.version} at {session.endpoint.describe()}: {instance_id} "
-            f"({doc.get('instanceType', '?')} in {doc.get('availabilityZone', '?')})"
-        )

@@ -27,14 +27,12 @@ if TYPE_CHECKING:
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context.host_root)
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    from . import imds  # httpx is loaded on first network use only
-
-    return imds.confirm(context, timeout)
+    return detection.confirm(context, timeout)
 
 
 @hookimpl

@@ -1,62 +1,35 @@
 """Fixtures shared by the AWS plugin's tests: the default fixture tree, a running
-IMDS emulator, a context pointed at it, and the sample host root."""
+IMDS emulator, a context pointed at it, and the sample host root (the common
+ones from :class:`dranet_cloud.testing.plugin_fixtures.PluginFixtures`)."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dranet_cloud_aws.emulator import build_emulator, load_fixture
-from dranet_cloud_aws.sample import build_sample_host
+from dranet_cloud_aws import plugin
+from dranet_cloud_aws.emulator import load_fixture
 from dranet_cloud_aws.snapshot import ENI_KEYS, PLACEMENT_KEYS, AwsInstance
 
-from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.context import SampleHost
 from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.testing import Emulator, render_leaf
+from dranet_cloud.testing import render_leaf
+from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
-_DEFAULT_TREE = load_fixture(None)
-
-
-@pytest.fixture
-def aws_tree() -> dict[str, Any]:
-    """A private deep copy of the default fixture (tests may edit it)."""
-    return copy.deepcopy(_DEFAULT_TREE)
+kit = PluginFixtures(plugin)
+aws_tree = kit.document("aws_tree", load_fixture(None))
+aws_emulator = kit.emulator("aws_emulator")
+aws_sample = kit.sample("aws_sample")
+aws_context = kit.context(
+    "aws_context", emulator="aws_emulator", sample="aws_sample", metadata_deadline=5.0
+)
 
 
 def fixture_macs(tree: dict[str, Any]) -> dict[str, dict[str, Any]]:
     macs: dict[str, dict[str, Any]] = tree["meta-data"]["network"]["interfaces"]["macs"]
     return macs
-
-
-@pytest.fixture
-def aws_emulator() -> Iterator[Emulator]:
-    emu = build_emulator(None, "127.0.0.1:0", None).start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
-
-
-@pytest.fixture
-def aws_sample(tmp_path: Path) -> SampleHost:
-    sample = build_sample_host(tmp_path / "host", None)
-    assert sample is not None
-    return sample
-
-
-@pytest.fixture
-def aws_context(aws_emulator: Emulator, aws_sample: SampleHost) -> ProviderContext:
-    return ProviderContext(
-        host_root=HostRoot(aws_sample.root),
-        env=aws_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0),
-        ipam_factory=MemoryStore,
-    )
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 import pytest
 from dranet_cloud_aws import imds
+from dranet_cloud_aws.detection import confirm
 from dranet_cloud_aws.emulator import build_emulator, imds_tree
-from dranet_cloud_aws.imds import ImdsSession, confirm, load_instance
+from dranet_cloud_aws.imds import ImdsSession, load_instance
 from dranet_cloud_aws.snapshot import ENI_KEYS, PLACEMENT_KEYS
 
 from dranet_cloud.context import ProviderContext, ProviderOptions

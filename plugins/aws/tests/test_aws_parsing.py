@@ -85,18 +85,22 @@ def test_instance_known_macs_are_normalized_and_lookup_accepts_go_spellings() ->
 # --- local evidence ------------------------------------------------------------------
 
 
+def _evidence(root: Path) -> str | None:
+    return local_evidence(ProviderContext(host_root=HostRoot(root), env={}))
+
+
 def _root(tmp_path: Path, **dmi: str) -> HostRootBuilder:
     return HostRootBuilder(tmp_path / "root").dmi(**dmi)
 
 
 def test_nitro_vendor_is_evidence(tmp_path: Path) -> None:
     root = _root(tmp_path, sys_vendor="Amazon EC2").build()
-    assert local_evidence(HostRoot(root)) == "DMI sys_vendor=Amazon EC2"
+    assert _evidence(root) == "DMI sys_vendor=Amazon EC2"
 
 
 def test_xen_hypervisor_uuid_is_evidence(tmp_path: Path) -> None:
     root = _root(tmp_path, sys_vendor="Xen").hypervisor_uuid("ec2a1b2c-0000-1111").build()
-    evidence = local_evidence(HostRoot(root))
+    evidence = _evidence(root)
     assert evidence is not None and "hypervisor" in evidence
 
 
@@ -104,22 +108,22 @@ def test_xen_uuid_and_serial_must_match_ignoring_case(tmp_path: Path) -> None:
     same = _root(
         tmp_path, sys_vendor="Xen", product_uuid="EC2ABCDE-1234", product_serial="ec2abcde-1234"
     ).build()
-    assert local_evidence(HostRoot(same)) is not None
+    assert _evidence(same) is not None
     other = (
         HostRootBuilder(tmp_path / "other")
         .dmi(sys_vendor="Xen", product_uuid="EC2ABCDE-1234", product_serial="ec2ffff-9999")
         .build()
     )
-    assert local_evidence(HostRoot(other)) is None
+    assert _evidence(other) is None
     # A Xen guest elsewhere whose uuid happens to start with "ec2" but has no serial.
     lone = HostRootBuilder(tmp_path / "lone").dmi(sys_vendor="Xen", product_uuid="ec2aa").build()
-    assert local_evidence(HostRoot(lone)) is None
+    assert _evidence(lone) is None
 
 
 def test_other_clouds_and_bare_metal_are_not_evidence(tmp_path: Path) -> None:
     gce = _root(tmp_path, sys_vendor="Google", product_name="Google Compute Engine").build()
-    assert local_evidence(HostRoot(gce)) is None
-    assert local_evidence(HostRoot(tmp_path / "nothing-here")) is None
+    assert _evidence(gce) is None
+    assert _evidence(tmp_path / "nothing-here") is None
 
 
 # --- endpoint -----------------------------------------------------------------------

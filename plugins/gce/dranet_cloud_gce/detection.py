@@ -1,21 +1,33 @@
-"""Local evidence of GCE from DMI, read without any network I/O.
+"""Is this node a GCE VM?  DMI first, then one GET of the metadata root.
 
-The same three facts cloud-init's ``ds-identify`` uses: the product name is
-the usual one, but Google does not promise it, so the BIOS vendor and the
-``GoogleCloud-`` serial count as well.
+Local evidence is the same three DMI facts cloud-init's ``ds-identify`` uses:
+the product name is the usual one, but Google does not promise it, so the
+BIOS vendor and the ``GoogleCloud-`` serial count as well.  Nothing here
+touches the network or imports more than the standard library until
+:func:`confirm` runs.
+
+Confirmation follows the rule of :func:`dranet_cloud.detection.confirm_probe`:
+a server that does not answer raises ``ProviderUnavailable``; one that
+answers without ``Metadata-Flavor: Google`` raises ``MetadataSpoofed`` (the
+reason then reads in the detection result); one that carries the header but
+lists no ``instance/`` is some other server (``None``).
 """
 
 from __future__ import annotations
 
-from dranet_cloud.hostroot import HostRoot
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dranet_cloud.context import ProviderContext
 
 PRODUCT_NAME = "Google Compute Engine"
 BIOS_VENDOR = "Google"
 SERIAL_PREFIX = "GoogleCloud-"
 
 
-def dmi_evidence(root: HostRoot) -> str | None:
+def local_evidence(context: ProviderContext) -> str | None:
     """A short description of the DMI field that says GCE, or ``None``."""
+    root = context.host_root
     product = root.dmi("product_name")
     if product == PRODUCT_NAME:
         return f"DMI product_name={PRODUCT_NAME}"
@@ -25,3 +37,22 @@ def dmi_evidence(root: HostRoot) -> str | None:
     if serial and serial.startswith(SERIAL_PREFIX):
         return f"DMI product_serial starts with {SERIAL_PREFIX}"
     return None
+
+
+def confirm(context: ProviderContext, timeout: float) -> str | None:
+    """One GET of the metadata root listing, bounded by ``timeout``."""
+    from dranet_cloud.detection import NotThisCloud, confirm_probe
+
+    from .instance import PLUGIN
+    from .metadata_source import BASE_PATH, FLAVOR_HEADER, FLAVOR_VALUE, open_client
+
+    def probe() -> str:
+        with open_client(context, timeout=timeout) as client:
+            listing = client.get_text(BASE_PATH)
+            url = client.endpoint.url
+        names = {line.strip() for line in listing.splitlines()}
+        if "instance/" not in names:
+            raise NotThisCloud(f"{url} answered with the flavor header but lists no instance/")
+        return f"GCE metadata server at {url} answered with {FLAVOR_HEADER}: {FLAVOR_VALUE}"
+
+    return confirm_probe(PLUGIN, probe)

@@ -1,4 +1,4 @@
-"""Talking to the GCE metadata server: where it is, confirming it, loading it.
+"""Talking to the GCE metadata server: where it is, a client for it, loading the instance.
 
 The default endpoint is the link-local IP ``169.254.169.254`` rather than
 ``metadata.google.internal``: it needs no DNS (a host-network pod at boot may
@@ -38,13 +38,17 @@ RECURSIVE_PARAMS = {"recursive": "true", "alt": "json"}
 MAX_TREE_BYTES = 4 << 20
 
 
-def endpoint_from_env(env: Mapping[str, str]) -> Endpoint:
+def endpoint_from(env: Mapping[str, str]) -> Endpoint:
     """The metadata endpoint for this environment, with the variable that set it."""
     return resolve_endpoint(env, DEFAULT_ENDPOINT, [(ENDPOINT_ENV, None), (HOST_ENV, None)])
 
 
-def client_for(context: ProviderContext, *, timeout: float | None = None) -> MetadataClient:
-    endpoint = endpoint_from_env(context.env)
+def open_client(context: ProviderContext, *, timeout: float | None = None) -> MetadataClient:
+    """A client for the endpoint ``context.env`` selects, sending and requiring the flavor header.
+
+    ``timeout`` bounds each request (the request timeout by default).
+    """
+    endpoint = endpoint_from(context.env)
     flavor = {FLAVOR_HEADER: FLAVOR_VALUE}
     return MetadataClient(
         endpoint,
@@ -56,27 +60,9 @@ def client_for(context: ProviderContext, *, timeout: float | None = None) -> Met
     )
 
 
-def confirm(context: ProviderContext, timeout: float) -> str | None:
-    """One GET of the metadata root listing, bounded by ``timeout``.
-
-    The client raises ``MetadataSpoofed`` when the answer lacks the flavor
-    header: detection records that message, so the operator learns why the
-    node was not taken for GCE.  A genuine-looking answer that does not list
-    ``instance/`` is some other server: ``None``.
-    """
-    with client_for(context, timeout=timeout) as client:
-        listing = client.get_text(BASE_PATH)
-        url = client.endpoint.url
-    names = {line.strip() for line in listing.splitlines()}
-    if "instance/" not in names:
-        log.info("gce: %s answered with the flavor header but lists no instance/", url)
-        return None
-    return f"GCE metadata server at {url} answered with {FLAVOR_HEADER}: {FLAVOR_VALUE}"
-
-
 def load_instance(context: ProviderContext, deadline: float) -> GceInstance:
     """The whole instance in one recursive request, retried until ``deadline`` seconds."""
-    with client_for(context) as client:
+    with open_client(context) as client:
         tree = client.get_json(BASE_PATH, params=RECURSIVE_PARAMS, deadline=deadline)
         url = client.endpoint.url
         source = client.endpoint.describe()

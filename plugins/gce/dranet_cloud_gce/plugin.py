@@ -29,14 +29,12 @@ if TYPE_CHECKING:
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    return detection.dmi_evidence(context.host_root)
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    from . import metadata_source
-
-    return metadata_source.confirm(context, timeout)
+    return detection.confirm(context, timeout)
 
 
 @hookimpl

@@ -9,7 +9,7 @@ import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud_gce.instance import GceInstance
-from dranet_cloud_gce.metadata_source import DEFAULT_ENDPOINT, endpoint_from_env
+from dranet_cloud_gce.metadata_source import DEFAULT_ENDPOINT, endpoint_from
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.errors import ProviderUnavailable
@@ -51,18 +51,18 @@ def test_our_variable_wins_over_google_auths(gce_emulator: Emulator) -> None:
         "DRANET_CLOUD_GCE_METADATA_ENDPOINT": gce_emulator.url,
         "GCE_METADATA_HOST": "127.0.0.1:1",
     }
-    assert endpoint_from_env(env).url == gce_emulator.url
+    assert endpoint_from(env).url == gce_emulator.url
     assert plugin.instance_properties(_ctx(env), 5.0) is not None
 
 
 def test_endpoint_resolution() -> None:
-    default = endpoint_from_env({})
+    default = endpoint_from({})
     assert default.url == DEFAULT_ENDPOINT == "http://169.254.169.254"
     assert default.is_default
-    host = endpoint_from_env({"GCE_METADATA_HOST": "127.0.0.1:8080"})
+    host = endpoint_from({"GCE_METADATA_HOST": "127.0.0.1:8080"})
     assert host.url == "http://127.0.0.1:8080"
     assert host.source == "GCE_METADATA_HOST=127.0.0.1:8080"
-    sock = endpoint_from_env({"DRANET_CLOUD_GCE_METADATA_ENDPOINT": "unix:///run/gce.sock"})
+    sock = endpoint_from({"DRANET_CLOUD_GCE_METADATA_ENDPOINT": "unix:///run/gce.sock"})
     assert sock.uds_path == "/run/gce.sock"
 
 
