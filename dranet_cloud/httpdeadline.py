@@ -1,28 +1,45 @@
-"""End-to-end deadlines for ``httpx``: connect, headers and the whole body.
+"""Bounded HTTP, shared by every client: an end-to-end deadline, a capped body read
+and one wording for transport errors.
 
-httpx's timeouts apply to each socket operation, so a peer that drips one
-byte every half second never trips them and holds the caller for as long as
-it likes.  This module bounds the whole exchange instead: a transport built
-by :func:`deadline_transport` clamps every connect, read and write of the
-calling thread's request to the time left before the deadline set with
-:func:`within`, and fails the operation with a timeout once it has passed.
-A request therefore ends at its deadline whatever the peer does (plus the
-granularity of one socket call, which the clamp keeps at zero).
+The metadata client (:mod:`dranet_cloud.metadata`), the BYODP webhook client
+and the Kubernetes client (:mod:`dranet_cloud.kube.client`) all send requests
+to peers they cannot trust to be quick or small; each bound lives here once:
 
-The deadline lives in a :class:`contextvars.ContextVar`, so concurrent calls
-in other threads (each with their own deadline) do not disturb each other.
+* **Deadline.**  httpx's timeouts apply to each socket operation, so a peer
+  that drips one byte every half second never trips them and holds the caller
+  for as long as it likes.  :func:`bound` makes a transport clamp every
+  connect, read and write of the calling thread's request to the time left
+  before the deadline set with :func:`within`, and fail the operation with
+  the library's own timeout once it has passed; :func:`read_capped` checks
+  the deadline between body chunks too.  A request therefore ends at its
+  deadline whatever the peer does.  The deadline lives in a
+  :class:`contextvars.ContextVar`, so concurrent calls in other threads (each
+  with their own deadline) do not disturb each other.
+* **Capped body.**  :func:`read_capped` refuses an answer that announces, or
+  streams, more than a byte limit, with :class:`BodyTooLarge` naming the limit.
+* **Transport-error wording.**  :func:`describe_transport_error` says why a
+  connection failed in the same words for every client ("connection refused",
+  "no such unix socket", "read timed out"...).
+
+The Kubernetes client runs on lightkube's ``httpx2``/``httpcore2``, forks of
+httpx/httpcore with the same shapes.  Everything here works on either by
+duck typing (the timeout classes are taken from the library an object comes
+from) and never imports the forks, so the metadata path on start-up does not
+pay for them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import ssl
+import sys
 import time
 import typing
 from collections.abc import Iterable, Iterator
+from types import ModuleType
 
-import httpcore
 import httpx
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -33,21 +50,27 @@ SocketOption: typing.TypeAlias = (
     "tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]"
 )
 
+DEADLINE_PASSED = "the end-to-end deadline passed"
+
+# --- deadline -----------------------------------------------------------------------
+
 
 @contextlib.contextmanager
-def within(seconds: float) -> Iterator[float]:
+def within(seconds: float, *, until: float | None = None) -> Iterator[float]:
     """Every request this thread sends inside the block ends ``seconds`` from now.
 
+    ``until`` (``time.monotonic()`` clock), when given, is the end instead:
+    a call made of several blocks (the pages of a list) keeps one deadline.
     A nested block never extends an outer deadline.  Yields the absolute
-    deadline (``time.monotonic()`` clock).
+    deadline.
     """
-    until = time.monotonic() + max(0.0, seconds)
+    end = time.monotonic() + max(0.0, seconds) if until is None else until
     outer = _DEADLINE.get()
     if outer is not None:
-        until = min(until, outer)
-    token = _DEADLINE.set(until)
+        end = min(end, outer)
+    token = _DEADLINE.set(end)
     try:
-        yield until
+        yield end
     finally:
         _DEADLINE.reset(token)
 
@@ -58,27 +81,47 @@ def expired() -> bool:
     return until is not None and time.monotonic() >= until
 
 
-def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
+def time_left() -> float | None:
+    """Seconds before the current deadline (negative once passed), ``None`` without one."""
     until = _DEADLINE.get()
-    if until is None:
+    return None if until is None else until - time.monotonic()
+
+
+def _library(obj: object) -> ModuleType:
+    """The top-level package ``obj`` comes from: httpx or httpx2, httpcore or httpcore2."""
+    return sys.modules[type(obj).__module__.partition(".")[0]]
+
+
+def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
+    left = time_left()
+    if left is None:
         return timeout
-    left = until - time.monotonic()
     if left <= 0:
-        raise error("the end-to-end deadline passed")
+        raise error(DEADLINE_PASSED)
     return left if timeout is None else min(timeout, left)
 
 
-class _DeadlineStream(httpcore.NetworkStream):
+class _Timeouts(typing.NamedTuple):
+    """The connect/read/write timeout classes of one httpcore flavour."""
+
+    connect: type[Exception]
+    read: type[Exception]
+    write: type[Exception]
+
+
+class _DeadlineStream:
     """A network stream whose every operation ends by the deadline."""
 
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+    def __init__(self, inner: typing.Any, errors: _Timeouts) -> None:
         self._inner = inner
+        self._errors = errors
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
+        data: bytes = self._inner.read(max_bytes, _clamp(timeout, self._errors.read))
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, _clamp(timeout, self._errors.write))
 
     def close(self) -> None:
         self._inner.close()
@@ -88,21 +131,23 @@ class _DeadlineStream(httpcore.NetworkStream):
         ssl_context: ssl.SSLContext,
         server_hostname: str | None = None,
         timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
+    ) -> _DeadlineStream:
         inner = self._inner.start_tls(
-            ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
+            ssl_context, server_hostname, _clamp(timeout, self._errors.connect)
         )
-        return _DeadlineStream(inner)
+        return _DeadlineStream(inner, self._errors)
 
     def get_extra_info(self, info: str) -> typing.Any:
         return self._inner.get_extra_info(info)
 
 
-class DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's blocking backend with every socket call clamped to the deadline."""
+class DeadlineBackend:
+    """An httpcore (or httpcore2) sync backend with every socket call clamped to the deadline."""
 
-    def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
+    def __init__(self, inner: typing.Any) -> None:
+        self._inner = inner
+        lib = _library(inner)
+        self._errors = _Timeouts(lib.ConnectTimeout, lib.ReadTimeout, lib.WriteTimeout)
 
     def connect_tcp(
         self,
@@ -111,35 +156,133 @@ class DeadlineBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[SocketOption] | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = self._inner.connect_tcp(
-            host, port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
-        )
-        return _DeadlineStream(stream)
+    ) -> _DeadlineStream:
+        timeout = _clamp(timeout, self._errors.connect)
+        stream = self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _DeadlineStream(stream, self._errors)
 
     def connect_unix_socket(
         self,
         path: str,
         timeout: float | None = None,
         socket_options: Iterable[SocketOption] | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = self._inner.connect_unix_socket(
-            path, _clamp(timeout, httpcore.ConnectTimeout), socket_options
-        )
-        return _DeadlineStream(stream)
+    ) -> _DeadlineStream:
+        timeout = _clamp(timeout, self._errors.connect)
+        stream = self._inner.connect_unix_socket(path, timeout, socket_options)
+        return _DeadlineStream(stream, self._errors)
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-def deadline_transport(**kwargs: typing.Any) -> httpx.HTTPTransport:
-    """An ``httpx.HTTPTransport`` (same arguments) that honours :func:`within`."""
-    transport = httpx.HTTPTransport(**kwargs)
-    pool = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+_T = typing.TypeVar("_T")
+
+
+def bound(transport: _T) -> _T:
+    """Make an ``httpx`` (or ``httpx2``) ``HTTPTransport`` honour :func:`within`."""
+    pool: typing.Any = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None or not hasattr(backend, "connect_tcp"):
         raise RuntimeError(  # pragma: no cover - only with an incompatible httpx
             "this httpx version hides its connection pool; dranet-cloud cannot bound "
             "request deadlines (install httpx 0.27 or newer)"
         )
-    pool._network_backend = DeadlineBackend()
+    if not isinstance(backend, DeadlineBackend):
+        pool._network_backend = DeadlineBackend(backend)
     return transport
+
+
+def deadline_transport(**kwargs: typing.Any) -> httpx.HTTPTransport:
+    """An ``httpx.HTTPTransport`` (same arguments) that honours :func:`within`."""
+    return bound(httpx.HTTPTransport(**kwargs))
+
+
+# --- capped body --------------------------------------------------------------------
+
+
+class BodyTooLarge(Exception):
+    """An answer announced (``declared``, from Content-Length) or sent more than ``limit`` bytes.
+
+    Each client wraps it in its own public error; :attr:`detail` is the shared
+    wording (it names the limit), to follow "<client>: <request> ".
+    """
+
+    def __init__(self, limit: int, declared: int | None = None) -> None:
+        self.limit = limit
+        self.declared = declared
+        super().__init__(self.detail)
+
+    @property
+    def detail(self) -> str:
+        if self.declared is not None:
+            return f"announced a {self.declared}-byte body, over the {self.limit}-byte limit"
+        return f"sent a body over the {self.limit}-byte limit"
+
+
+def read_capped(response: typing.Any, limit: int, *, raw: bool = False) -> bytes:
+    """The whole body of an ``httpx``/``httpx2`` streamed ``response``, at most ``limit`` bytes.
+
+    Raises :class:`BodyTooLarge` as soon as the Content-Length or the bytes
+    read so far exceed ``limit`` (nothing more is read), and the library's
+    ``ReadTimeout`` once the :func:`within` deadline has passed between
+    chunks.  ``raw`` reads the bytes as sent (a transport that hands the body
+    on still encoded); otherwise they are decoded, and the cap counts those.
+    """
+    declared = response.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(limit, int(declared))
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw() if raw else response.iter_bytes():
+        if expired():
+            raise _library(response).ReadTimeout(DEADLINE_PASSED, request=response.request)
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# --- transport-error wording ----------------------------------------------------------
+
+# Exception class names shared by httpx and httpx2, most specific first.
+_BY_CLASS = (
+    ("ConnectTimeout", "connect timed out"),
+    ("ReadTimeout", "read timed out"),
+    ("TimeoutException", "timed out"),
+    ("RemoteProtocolError", "connection closed without an answer"),
+)
+
+
+def describe_transport_error(exc: BaseException) -> str:
+    """A short reason a request failed below HTTP: ``connection refused``, ``no such unix socket``.
+
+    Works on httpx and httpx2 errors alike (it reads class names and the
+    chain of causes, down to the ``OSError`` the socket raised).
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    for name, reason in _BY_CLASS:
+        if name in names:
+            return reason
+    text = str(exc) or type(exc).__name__
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, FileNotFoundError):
+            return "no such unix socket"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {text}"
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return cause.strerror or os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    lowered = text.lower()
+    if "refused" in lowered:
+        return "connection refused"
+    if "no such file" in lowered:
+        return "no such unix socket"
+    if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
+        return f"TLS handshake failed: {text}"
+    return text

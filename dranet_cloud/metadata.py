@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import ssl
 import threading
@@ -41,7 +40,13 @@ from typing import Any, TypeAlias
 import httpx
 
 from .errors import ConfigError, ProviderUnavailable
-from .httpdeadline import deadline_transport, expired, within
+from .httpdeadline import (
+    BodyTooLarge,
+    deadline_transport,
+    describe_transport_error,
+    read_capped,
+    within,
+)
 from .shapes import require_shape
 
 __all__ = [
@@ -305,35 +310,6 @@ class _Token:
     expires_at: float  # on the client's clock
     generation: int
     served: int = 0  # answers other than 401 obtained with it (approximate)
-
-
-def _describe_transport_error(exc: httpx.TransportError) -> str:
-    """Short human reason for a connection-level failure."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(exc, httpx.ReadTimeout):
-        return "read timed out"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timed out"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "connection closed without an answer"
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cause, FileNotFoundError):
-            return "socket file not found"
-        if isinstance(cause, ConnectionResetError):
-            return "connection reset"
-        if isinstance(cause, OSError) and cause.errno is not None:
-            return cause.strerror or os.strerror(cause.errno)
-        cause = cause.__cause__ or cause.__context__
-    text = str(exc).lower()
-    if "refused" in text:
-        return "connection refused"
-    if "no such file" in text:
-        return "socket file not found"
-    return str(exc) or type(exc).__name__
 
 
 _TLS_CONTEXT: ssl.SSLContext | None = None
@@ -682,7 +658,7 @@ class MetadataClient:
         try:
             resp = self._http.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise _Retryable(_describe_transport_error(exc)) from exc
+            raise _Retryable(describe_transport_error(exc)) from exc
         except RuntimeError as exc:  # httpx refuses requests on a closed client
             if not self._closed.is_set():
                 raise
@@ -694,40 +670,19 @@ class MetadataClient:
         try:
             if self.retry.retryable_status(resp.status_code):
                 raise _Retryable(f"HTTP {resp.status_code}", resp.status_code)
-            content = self._read_capped(resp, full)
-        except httpx.TransportError as exc:
-            raise _Retryable(_describe_transport_error(exc)) from exc
-        finally:
-            resp.close()
-        return MetadataResponse(resp.status_code, resp.headers, content, full, self.plugin)
-
-    def _read_capped(self, resp: httpx.Response, full: str) -> bytes:
-        """The body, read while enforcing ``max_bytes``."""
-        declared = resp.headers.get("content-length", "").strip()
-        if declared.isdigit() and int(declared) > self.max_bytes:
+            content = read_capped(resp, self.max_bytes)
+        except BodyTooLarge as exc:
             raise MetadataTooLarge(
-                f"{self.plugin}: {resp.request.method} {full} announced {declared} bytes, "
-                f"over the {self.max_bytes}-byte limit; {self._source_hint()}",
+                f"{self.plugin}: {request.method} {full} {exc.detail}; {self._source_hint()}",
                 plugin=self.plugin,
                 url=full,
                 status=resp.status_code,
-            )
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in resp.iter_bytes():
-            if expired():
-                raise httpx.ReadTimeout("the end-to-end deadline passed", request=resp.request)
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise MetadataTooLarge(
-                    f"{self.plugin}: {resp.request.method} {full} answered more than "
-                    f"{self.max_bytes} bytes; {self._source_hint()}",
-                    plugin=self.plugin,
-                    url=full,
-                    status=resp.status_code,
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
+            ) from None
+        except httpx.TransportError as exc:
+            raise _Retryable(describe_transport_error(exc)) from exc
+        finally:
+            resp.close()
+        return MetadataResponse(resp.status_code, resp.headers, content, full, self.plugin)
 
     def _finish(self, resp: MetadataResponse) -> MetadataResponse:
         """Turn a final (non-retryable) answer into a result or an error."""

@@ -150,7 +150,7 @@ def test_client_caps_response_size(kube: KubernetesEmulator) -> None:
     kube.faults.load("oversize=100000")
     with (
         KubeClient(str(kube.write_kubeconfig()), max_bytes=50000) as small,
-        pytest.raises(KubeError, match="more than 50000 bytes"),
+        pytest.raises(KubeError, match="over the 50000-byte limit"),
     ):
         small.list_resource_claims()
 

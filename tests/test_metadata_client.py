@@ -343,13 +343,13 @@ def test_oversize_with_content_length(client: MetadataClient, emu: Emulator) -> 
     emu.faults.load("oversize=2000000")
     with pytest.raises(MetadataTooLarge) as info:
         client.get(BASE + "instance/id", deadline=5)
-    assert "announced 2000000 bytes" in str(info.value)
+    assert "announced a 2000000-byte body, over the 1048576-byte limit" in str(info.value)
     assert len(emu.log) == 1
 
 
 def test_oversize_chunked_is_cut_while_streaming(client: MetadataClient, emu: Emulator) -> None:
     emu.faults.load("oversize=3000000;chunked")
-    with pytest.raises(MetadataTooLarge, match="more than 1048576 bytes"):
+    with pytest.raises(MetadataTooLarge, match="sent a body over the 1048576-byte limit"):
         client.get(BASE + "instance/id")
 
 

@@ -26,7 +26,6 @@ lightkube is imported when a client is built, never by the CLI's parser.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import os
 import time
@@ -35,6 +34,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ProviderUnavailable
+from ..httpdeadline import (
+    DEADLINE_PASSED,
+    BodyTooLarge,
+    bound,
+    describe_transport_error,
+    read_capped,
+    time_left,
+    within,
+)
 from ..logsafe import safe
 from .ipaddress import (
     IPADDRESSES_PATH,
@@ -84,11 +92,6 @@ KUBE_SYSTEM_PATH = "/api/v1/namespaces/kube-system"
 _IPADDRESSES = "ipaddresses.networking.k8s.io"
 
 T = TypeVar("T")
-
-# The deadline of the call in progress on this thread (time.monotonic()).
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "dranet_cloud_kube_deadline", default=None
-)
 
 
 class KubeError(ProviderUnavailable):
@@ -176,50 +179,36 @@ class ClaimListing:
         return frozenset(c.uid for c in self.claims)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-class _DeadlinePassed(Exception):
-    pass
-
-
 def _bounded_transport(inner: httpx2.BaseTransport, max_bytes: int) -> httpx2.BaseTransport:
-    """Wrap ``inner`` so each request obeys the deadline in :data:`_DEADLINE` and ``max_bytes``."""
+    """Wrap ``inner`` (made with :func:`~dranet_cloud.httpdeadline.bound`) so each answer
+    is read whole, under ``max_bytes`` and the call's deadline, before lightkube sees it.
+
+    The body is read here, below lightkube, because lightkube reads answers itself.
+    """
     import httpx2
 
     class Bounded(httpx2.BaseTransport):
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            until = _DEADLINE.get()
-            if until is not None:
-                left = until - time.monotonic()
+            left = time_left()
+            if left is not None:
                 if left <= 0:
-                    raise _DeadlinePassed()
-                current = request.extensions.get("timeout") or {}
-                request.extensions["timeout"] = {
-                    key: left if current.get(key) is None else min(float(current[key]), left)
-                    for key in ("connect", "read", "write", "pool")
-                }
+                    raise httpx2.TimeoutException(DEADLINE_PASSED, request=request)
+                # Socket calls are clamped by the bound backend; a wait for a
+                # pooled connection is not a socket call.
+                timeouts = dict(request.extensions.get("timeout") or {})
+                pool = timeouts.get("pool")
+                timeouts["pool"] = left if pool is None else min(float(pool), left)
+                request.extensions["timeout"] = timeouts
             response = inner.handle_request(request)
+            response.request = request
             try:
-                declared = response.headers.get("content-length", "").strip()
-                if declared.isdigit() and int(declared) > max_bytes:
-                    raise _BodyTooLarge()
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_raw():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise _BodyTooLarge()
-                    if until is not None and time.monotonic() > until:
-                        raise _DeadlinePassed()
-                    chunks.append(chunk)
+                content = read_capped(response, max_bytes, raw=True)
             finally:
                 response.close()
             return httpx2.Response(
                 response.status_code,
                 headers=response.headers,
-                content=b"".join(chunks),
+                content=content,
                 extensions=response.extensions,
                 request=request,
             )
@@ -335,7 +324,7 @@ class KubeClient:
             tls = verify_cluster(config.cluster, config.user, config.abs_file, trust_env=False)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"kubernetes: bad TLS settings in {self.source}: {exc}") from exc
-        inner = httpx2.HTTPTransport(verify=tls)
+        inner = bound(httpx2.HTTPTransport(verify=tls))
         self._client: Client = Client(
             config,
             timeout=httpx2.Timeout(timeout),
@@ -642,9 +631,9 @@ class KubeClient:
         from lightkube import ApiError
 
         budget = self.timeout if seconds is None else seconds
-        token = _DEADLINE.set(time.monotonic() + budget if until is None else until)
         try:
-            yield
+            with within(budget, until=until):
+                yield
         except ApiError as exc:
             code = exc.status.code or exc.response.status_code
             reason = exc.status.reason or ""
@@ -676,18 +665,16 @@ class KubeClient:
                 f"({self.source})" + _fix_for(code, what, needs),
                 code,
             ) from exc
-        except (_DeadlinePassed, httpx2.TimeoutException) as exc:
+        except httpx2.TimeoutException as exc:
             raise KubeError(
                 f"kubernetes: {what} did not finish within {budget:g} s ({self.source}); "
                 "is the API server reachable and healthy?"
             ) from exc
-        except _BodyTooLarge as exc:
-            raise KubeError(
-                f"kubernetes: {what} answered more than {self.max_bytes} bytes ({self.source})"
-            ) from exc
+        except BodyTooLarge as exc:
+            raise KubeError(f"kubernetes: {what} {exc.detail} ({self.source})") from exc
         except httpx2.HTTPError as exc:
             raise KubeError(
-                f"kubernetes: {what} failed: {type(exc).__name__}: {exc} ({self.source}); "
+                f"kubernetes: {what} failed: {describe_transport_error(exc)} ({self.source}); "
                 "is the API server reachable?"
             ) from exc
         except (msgspec.MsgspecError, ValueError, TypeError) as exc:
@@ -695,8 +682,6 @@ class KubeClient:
                 f"kubernetes: {what} answered a body that is not the expected object: {exc} "
                 f"({self.source})"
             ) from exc
-        finally:
-            _DEADLINE.reset(token)
 
 
 def _identity(obj: Any, what: str) -> ClaimIdentity:

@@ -17,7 +17,14 @@ from typing import Any
 import httpx
 
 from dranet_cloud.errors import ProfileDenied, ProviderUnavailable
-from dranet_cloud.httpdeadline import deadline_transport, expired, within
+from dranet_cloud.httpdeadline import (
+    BodyTooLarge,
+    deadline_transport,
+    describe_transport_error,
+    expired,
+    read_capped,
+    within,
+)
 from dranet_cloud.logsafe import safe
 
 from .endpoint import PLUGIN, TlsSettings, WebhookEndpoint, build_ssl_context
@@ -150,7 +157,7 @@ def _send(
             with client.stream(
                 method, path, content=body, headers=headers, timeout=timeout
             ) as response:
-                data = _read_capped(response, max_bytes, where)
+                data = read_capped(response, max_bytes)
                 return WebhookAnswer(
                     status=response.status_code,
                     body=data,
@@ -164,6 +171,10 @@ def _send(
                 f"{PLUGIN}: {where} failed: the webhook closed the connection ({exc}); "
                 f"check the webhook's logs"
             ) from None
+        except BodyTooLarge as exc:
+            raise WebhookUnavailable(
+                f"{PLUGIN}: {where} {exc.detail}; the webhook must answer small JSON documents"
+            ) from None
         except httpx.TimeoutException:
             raise WebhookUnavailable(
                 f"{PLUGIN}: {where} timed out after {timeout:g} s; the webhook is too slow "
@@ -175,41 +186,6 @@ def _send(
                 f"start the webhook or fix --webhook-url"
             ) from None
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _read_capped(response: httpx.Response, max_bytes: int, where: str) -> bytes:
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise WebhookUnavailable(
-            f"{PLUGIN}: {where} answered a {declared}-byte body, over the {max_bytes}-byte "
-            f"limit; the webhook must answer small JSON documents"
-        )
-    chunks: list[bytes] = []
-    total = 0
-    for chunk in response.iter_bytes():
-        if expired():
-            raise httpx.ReadTimeout("the end-to-end deadline passed", request=response.request)
-        total += len(chunk)
-        if total > max_bytes:
-            raise WebhookUnavailable(
-                f"{PLUGIN}: {where} answered a body over the {max_bytes}-byte limit; "
-                f"the webhook must answer small JSON documents"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def describe_transport_error(exc: httpx.TransportError) -> str:
-    """A short reason for a connection failure: ``connection refused``, ``no such socket``."""
-    text = str(exc) or type(exc).__name__
-    lowered = text.lower()
-    if "refused" in lowered:
-        return "connection refused"
-    if "no such file" in lowered:
-        return "no such unix socket"
-    if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
-        return f"TLS handshake failed: {text}"
-    return text
 
 
 def server_message(answer: WebhookAnswer) -> str:
