@@ -24,8 +24,9 @@ to peers they cannot trust to be quick or small; each bound lives here once:
 The Kubernetes client runs on lightkube's ``httpx2``/``httpcore2``, forks of
 httpx/httpcore with the same shapes.  Everything here works on either by
 duck typing (the timeout classes are taken from the library an object comes
-from) and never imports the forks, so the metadata path on start-up does not
-pay for them.
+from).  Importing this module imports neither httpx nor the forks nor ssl:
+the Kubernetes package imports it, and must stay cheap to import until a
+client is built.
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import ssl
 import sys
 import time
 import typing
 from collections.abc import Iterable, Iterator
 from types import ModuleType
 
-import httpx
+if typing.TYPE_CHECKING:
+    import ssl
+
+    import httpx
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "dranet_cloud_http_deadline", default=None
@@ -194,6 +197,8 @@ def bound(transport: _T) -> _T:
 
 def deadline_transport(**kwargs: typing.Any) -> httpx.HTTPTransport:
     """An ``httpx.HTTPTransport`` (same arguments) that honours :func:`within`."""
+    import httpx
+
     return bound(httpx.HTTPTransport(**kwargs))
 
 
@@ -265,6 +270,8 @@ def describe_transport_error(exc: BaseException) -> str:
         if name in names:
             return reason
     text = str(exc) or type(exc).__name__
+    # No TLS error exists unless ssl was imported (this module does not import it).
+    ssl_error = getattr(sys.modules.get("ssl"), "SSLError", ())
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, ConnectionRefusedError):
@@ -273,7 +280,7 @@ def describe_transport_error(exc: BaseException) -> str:
             return "no such unix socket"
         if isinstance(cause, ConnectionResetError):
             return "connection reset"
-        if isinstance(cause, ssl.SSLError):
+        if isinstance(cause, ssl_error):
             return f"TLS handshake failed: {text}"
         if isinstance(cause, OSError) and cause.errno is not None:
             return cause.strerror or os.strerror(cause.errno)
