@@ -6,6 +6,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.kube import KubeClient, KubeError, KubeNotFound, ParentRef, load_config
+from dranet_cloud.testing.drip import DrippingServer
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
@@ -276,3 +278,39 @@ def test_a_refused_node_read_names_the_node_permission(
     kube.fail(403)
     with pytest.raises(KubeError, match=r"answered 403.*; grant get on nodes \(core group\)"):
         kube_client.get_node("n1")
+
+
+def _kubeconfig_for(kube: KubernetesEmulator, url: str, path: Path) -> str:
+    """The emulator's kubeconfig, pointed at another server."""
+    path.write_text(kube.write_kubeconfig().read_text().replace(kube.url, url))
+    return str(path)
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_an_api_server_that_drips_its_answer_is_cut_off_at_the_deadline(
+    kube: KubernetesEmulator, tmp_path: Path, phase: str
+) -> None:
+    """One byte every 0.1 s never trips a per-read timeout; the call's deadline ends it."""
+    with DrippingServer(phase=phase, interval=0.1) as drip:
+        kubeconfig = _kubeconfig_for(kube, drip.url, tmp_path / "kc")
+        with KubeClient(kubeconfig, timeout=30) as client:
+            start = time.monotonic()
+            with pytest.raises(KubeError, match=r"did not finish within 0\.5 s") as err:
+                client.get_node("n1", deadline=0.5)
+            took = time.monotonic() - start
+    assert err.value.transient
+    assert took < 0.5 + 2.0, f"a 0.5 s deadline held the caller {took:.2f} s"
+
+
+def test_an_unreachable_api_server_is_worded_like_every_client(
+    kube: KubernetesEmulator, tmp_path: Path
+) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = _kubeconfig_for(kube, f"http://127.0.0.1:{port}", tmp_path / "kc")
+    with (
+        KubeClient(kubeconfig, timeout=5) as client,
+        pytest.raises(KubeError, match=r"GET node n1 failed: connection refused \(kubeconfig"),
+    ):
+        client.get_node("n1")
