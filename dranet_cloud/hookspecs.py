@@ -242,3 +242,12 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     among the plugin's samples (``None`` = default).  Return ``None`` for an
     unknown variant.
     """
+
+
+@_firstresult_spec
+def sample_variants() -> list[str] | None:
+    """The ``variant`` names ``sample_host`` accepts besides ``None`` (the default).
+
+    ``dranet-cloud demo --help`` lists them; a plugin with one sample node
+    need not implement this hook.
+    """

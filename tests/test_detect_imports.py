@@ -110,7 +110,7 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
         assert result["provider"] == "none" and result["explicit"] is False
         assert result["evidence"] == "no local evidence of any installed plugin"
     else:
-        assert stdout.split()[:4] == ["provider", "none", "explicit", "False"]
+        assert stdout.split()[:4] == ["provider", "none", "explicit", "false"]  # no Python repr
 
 
 # --- direct calls answer as pluggy does (the markers: tests/test_hookmarks.py) -----------

@@ -18,20 +18,88 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .helptext import add_command
+from .output import add_output_flag, device_key, human
 
 DEFAULT_DEMO_PLUGIN = "gce"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job against an emulated cloud on loopback")
+    p = add_command(
+        sub,
+        "demo",
+        """run the main job against an emulated cloud on loopback
+
+        Start a plugin's metadata emulator on loopback, write its sample node, then detect,
+        describe every NIC, get and release claims' profiles, checking each step; exit 1 when a
+        check fails. --help lists the plugins and variants installed.
+
+        dranet-cloud demo                               # the emulated GCE a3-megagpu-8g
+        dranet-cloud demo --plugin aws --variant trn2
+        dranet-cloud demo --plugin azure -o json
+        """,
+        add_help=False,
+    )
+    p.add_argument("-h", "--help", action=_HelpWithSamples, help="show this help message and exit")
     p.add_argument(
         "--plugin",
         default=DEFAULT_DEMO_PLUGIN,
+        metavar="NAME",
         help=f"which plugin's emulator and sample node to use (default {DEFAULT_DEMO_PLUGIN})",
     )
-    p.add_argument("--variant", default=None, help="sample host variant of the plugin")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--variant",
+        default=None,
+        metavar="NAME",
+        help="sample host variant of the plugin (default: its default sample)",
+    )
+    add_output_flag(p)
     p.set_defaults(func=run)
+
+
+class _HelpWithSamples(argparse.Action):
+    """``demo --help``: the usual help, then what this installation can run.
+
+    Listed from the installed plugins when help is asked for, not when the
+    parser is built: other commands' start-up never loads the plugins.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.epilog = f"{parser.epilog}\n\n{runnable_listing()}"
+        parser.print_help()
+        parser.exit()
+
+
+def runnable(registry: Any) -> dict[str, list[str]]:
+    """Plugin name -> its sample variants, for every installed plugin the demo can run.
+
+    A plugin the demo runs ships a sample host and an emulator; its variants come from its
+    ``sample_variants`` hook (``default`` first: ``--variant`` left out).
+    """
+    out: dict[str, list[str]] = {}
+    for name in registry.names():
+        if not (registry.implements(name, "sample_host") and registry.implements(name, "emulator")):
+            continue
+        named = []
+        if registry.implements(name, "sample_variants"):
+            named = [str(v) for v in registry.call(name, "sample_variants") or []]
+        out[name] = ["default", *(v for v in named if v != "default")]
+    return out
+
+
+def runnable_listing() -> str:
+    """The ``demo --help`` lines naming each runnable plugin and its variants."""
+    from ..plugins import PluginRegistry
+
+    table = runnable(PluginRegistry())
+    if not table:
+        return "no installed plugin ships a sample node (see `dranet-cloud plugins`)"
+    width = max(len(name) for name in table)
+    lines = [f"  {name.ljust(width)}  {', '.join(variants)}" for name, variants in table.items()]
+    return "\n".join(["installed plugins (--plugin) and their variants (--variant):", *lines])
 
 
 class _Report:
@@ -67,12 +135,18 @@ def run(args: argparse.Namespace) -> int:
         tmpdir = Path(tmp)
         sample = reg.call(name, "sample_host", dest=tmpdir / "host", variant=args.variant)
         if sample is None:
-            raise ConfigError(f"plugin {name} has no sample host variant {args.variant!r}")
+            which = (
+                f"sample host variant {args.variant!r}" if args.variant else "default sample host"
+            )
+            raise ConfigError(
+                f"plugin {name} has no {which} (its variants: {human(runnable(reg).get(name))}; "
+                "`dranet-cloud demo --help` lists every plugin's)"
+            )
         fixture = str(sample.fixture) if sample.fixture is not None else None
         emu = build_emulator(name, fixture, "127.0.0.1:0", None)
         emu.start()
         try:
-            report.step(f"started the {name} metadata emulator", f"{emu.url}  env {emu.env}")
+            report.step(f"started the {name} metadata emulator", f"{emu.url}  env {human(emu.env)}")
             report.step("wrote a sample node", f"{sample.description}\nhost root {sample.root}")
             store_path = tmpdir / "ipam.db"
             host = ProviderHost(
@@ -85,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             det = host.start()
             report.step(
                 "detected the environment",
-                f"provider {det.provider} in {det.elapsed_ms:.2f} ms ({det.evidence}); "
+                f"provider {det.provider} in {det.elapsed_ms:.2f} ms ({human(det.evidence)}); "
                 f"instance loaded in {(time.perf_counter() - t0) * 1000:.1f} ms, "
                 f"{len(emu.log)} metadata request(s)",
                 det.to_json(),
@@ -106,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 mtu = cfg.interface.mtu if cfg else None
                 label = dev.name or dev.pci_address or ""
                 lines.append(
-                    f"{label:<12} {dev.mac_address or '':<18} mtu={mtu} "
+                    f"{label:<12} {dev.mac_address or '':<18} mtu={human(mtu)} "
                     f"routes={len(cfg.routes or []) if cfg else 0} "
                     f"neighbors={len(cfg.neighbors or []) if cfg else 0} "
                     f"attributes={len(attrs)}"
@@ -128,7 +202,9 @@ def run(args: argparse.Namespace) -> int:
             elif sample.claim_device is None and sample.own_address_claim is not None:
                 report.step("no IPVLAN claims to make", f"plugin {name} has no subinterface ranges")
             elif claim_dev is None:
-                report.step("no NIC to claim", f"sample names {sample.claim_device!r}", ok=False)
+                report.step(
+                    "no NIC to claim", f"sample names {human(sample.claim_device)}", ok=False
+                )
             else:
                 user = parse_user_config(
                     {"profile": f"{name}-subinterface", "interface": {"type": "IPVLAN"}}
@@ -137,14 +213,16 @@ def run(args: argparse.Namespace) -> int:
                 a2 = host.network_config(claim_dev, "claim-a", user).interface.addresses or []
                 report.step(
                     f"claim-a on {claim_dev.name}: IPVLAN subinterface addresses",
-                    f"first call {a1}\nretry      {a2} ({'same' if a1 == a2 else 'DIFFERENT'})",
+                    f"first call {human(a1)}\nretry      {human(a2)} "
+                    f"({'same' if a1 == a2 else 'DIFFERENT'})",
                     {"first": a1, "retry": a2},
                     ok=bool(a1) and a1 == a2,
                 )
                 b = host.network_config(claim_dev, "claim-b", user).interface.addresses or []
                 report.step(
                     f"claim-b on {claim_dev.name}",
-                    f"{b} (distinct from claim-a: {not set(a1) & set(b)})",
+                    f"{human(b)} ({'distinct from' if not set(a1) & set(b) else 'SHARES WITH'} "
+                    "claim-a)",
                     b,
                     ok=bool(b) and not set(a1) & set(b),
                 )
@@ -161,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
                 left = host.context.ipam.list()
                 report.step(
                     "released both claims",
-                    f"release ok: {r1 and r2}; allocations left: {len(left)}",
+                    f"release ok: {human(r1 and r2)}; allocations left: {len(left)}",
                     ok=r1 and r2 and not left,
                 )
             host.close()
@@ -184,7 +262,7 @@ def _own_address_claims(report: Any, host: Any, devices: list[Any], nic: str, pr
 
     dev = next((d for d in devices if d.name == nic), None)
     if dev is None:
-        report.step("no NIC to claim", f"sample names {nic!r}", ok=False)
+        report.step("no NIC to claim", f"sample names {nic}", ok=False)
         return
     user = parse_user_config({"profile": profile})
     a1 = host.network_config(dev, "claim-a", user).interface.addresses or []
@@ -192,17 +270,17 @@ def _own_address_claims(report: Any, host: Any, devices: list[Any], nic: str, pr
     b = host.network_config(dev, "claim-b", user).interface.addresses or []
     report.step(
         f"claims on {nic} with profile {profile}: the NIC's own address",
-        f"claim-a {a1}, retry {a2}, claim-b {b}",
+        f"claim-a {human(a1)}, retry {human(a2)}, claim-b {human(b)}",
         {"first": a1, "retry": a2, "other": b},
         ok=bool(a1) and a1 == a2 == b,
     )
     ok = host.release(dev, "claim-a") and host.release(dev, "claim-b")
-    report.step("released both claims", f"release ok: {ok}", ok=ok)
+    report.step("released both claims", f"release ok: {human(ok)}", ok=ok)
 
 
 def sample_devices(host: Any) -> list[Any]:
-    """Every device DRANET would publish on the sample node, PCI-only ones too."""
+    """Every device DRANET would publish on the sample node, PCI-only ones too, in natural order."""
     from ..budget import dranet_devices
 
     devs: list[Any] = dranet_devices(host.context.host_root)
-    return devs
+    return sorted(devs, key=lambda d: device_key(d.name, d.pci_address))

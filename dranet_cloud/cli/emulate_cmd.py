@@ -19,15 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .helptext import add_command
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "emulate",
-        help="serve a plugin's metadata emulator (or the Kubernetes API) on loopback",
-        description="Serve an emulator on loopback and print one JSON line "
-        '{"url", "env"} once it answers; `env` holds the variables that point '
-        "dranet-cloud at it.",
+        """serve a plugin's metadata emulator (or the Kubernetes API) on loopback
+
+        Serve an emulator on loopback and print one JSON line {"url", "env"} once it answers;
+        `env` holds the variables that point dranet-cloud at it.
+
+        dranet-cloud emulate gce                          # a random loopback port
+        dranet-cloud emulate aws --listen 127.0.0.1:8080 --faults unavailable-for=3
+        dranet-cloud emulate kubernetes --latency 0.002   # the Kubernetes API emulator
+        """,
     )
     p.add_argument(
         "plugin",

@@ -1,5 +1,8 @@
 """Flags shared by ``ipam gc`` and ``serve --gc-*``: where proof that a claim is gone comes from.
 
+Both read durations (``--grace``, ``--gc-interval``) with :func:`parse_duration`,
+which lives here so that neither command module imports the other.
+
 Parsers are built on every run, so nothing here imports lightkube: the
 Kubernetes client is made only when a command that needs it runs.
 """
@@ -7,6 +10,7 @@ Kubernetes client is made only when a command that needs it runs.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -32,6 +36,9 @@ LIVE_CLAIMS_HELP = (
 
 
 DEFAULT_BUDGET = "60s"
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def add_kubeconfig_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -111,12 +118,32 @@ def build_source(
     return source, client.close
 
 
-def parse_grace(flag: str, text: str) -> timedelta:
-    from .ipam_cmd import parse_duration
+def parse_duration(text: str) -> timedelta:
+    """``30s``, ``10m``, ``2h``, ``7d`` or a sum such as ``1h30m``."""
+    from datetime import timedelta
 
+    raw = text.strip().lower()
+    pos, total = 0, 0.0
+    while pos < len(raw):
+        match = _DURATION_PART.match(raw, pos)
+        if match is None:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if not raw or pos != len(raw):
+        raise ConfigError(
+            f"ipam gc: {text!r} is not a duration; use a number and a unit s, m, h or d "
+            "(30s, 10m, 2h, 7d, 1h30m)"
+        )
+    return timedelta(seconds=total)
+
+
+def parse_grace(flag: str, text: str) -> timedelta:
+    """``text`` of the duration flag ``flag``; an error names the flag."""
     try:
         return parse_duration(text)
     except ConfigError:
         raise ConfigError(
-            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d (30s, 2m, 1h)"
+            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d "
+            "(30s, 10m, 2h, 7d, 1h30m)"
         ) from None

@@ -18,15 +18,25 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
+from .helptext import add_command
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 MAX_RESPONSE_BYTES = 64 * 1024
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "health",
-        help="probe a running `dranet-cloud serve` (GET /health); cheap enough for kubelet",
+        """probe a running `dranet-cloud serve` (GET /health); cheap enough for kubelet
+
+        Send GET /health to a running `dranet-cloud serve` over a raw socket and print its JSON
+        answer. Exit 0 when it answers 200 with a JSON object, 1 otherwise (the reason on
+        stderr), 2 for a malformed --listen.
+
+        dranet-cloud health                      # the default socket
+        dranet-cloud health --listen 127.0.0.1:9177 --timeout 1
+        """,
     )
     p.add_argument(
         "--listen",
@@ -93,7 +103,7 @@ def probe(listen: str, timeout: float = 2.0) -> tuple[int, bytes]:
     head, _, body = data.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or not status_line[1].isdigit():
-        raise ValueError(f"not an HTTP answer: {data[:80]!r}")
+        raise ValueError(f"not an HTTP answer: {data[:80].decode('ascii', 'backslashreplace')}")
     if b"transfer-encoding: chunked" in head.lower():
         body = _dechunk(body)
     return int(status_line[1]), body

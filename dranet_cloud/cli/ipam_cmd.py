@@ -14,7 +14,6 @@ missing file rather than create an empty one.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -23,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DranetCloudError
 from .common import add_scope_flag
-from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP, add_budget_flag
-from .output import add_output_flag, emit_json, emit_table
+from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP, add_budget_flag, parse_duration
+from .helptext import add_command
+from .output import add_output_flag, emit_json, emit_table, natural_key
 
 if TYPE_CHECKING:
     from ..ipam import Allocation, SqliteStore
@@ -34,27 +34,6 @@ if TYPE_CHECKING:
 # IPAM_DB_ENV and DEFAULT_IPAM_DB for the help text (a test keeps them equal).
 _DB_ENV_HELP = "DRANET_CLOUD_IPAM_DB"
 _DB_DEFAULT_HELP = "/var/lib/dranet-cloud/ipam.db"
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta:
-    """``30s``, ``10m``, ``2h``, ``7d`` or a sum such as ``1h30m``."""
-    raw = text.strip().lower()
-    pos, seconds = 0, 0.0
-    while pos < len(raw):
-        match = _DURATION_PART.match(raw, pos)
-        if match is None:
-            break
-        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if not raw or pos != len(raw):
-        raise ConfigError(
-            f"ipam gc: {text!r} is not a duration; use a number and a unit s, m, h or d "
-            "(30s, 10m, 2h, 7d, 1h30m)"
-        )
-    return timedelta(seconds=seconds)
 
 
 def read_live_claims(path: str) -> list[str]:
@@ -110,7 +89,24 @@ def _names(alloc: Allocation) -> list[str]:
     names = {k.removeprefix("name:") for k in alloc.owner.keys if k.startswith("name:")}
     if not alloc.owner.device.startswith(("mac:", "pci:", "name:")):
         names.add(alloc.owner.device)  # an owner written before identities (schema 1)
-    return sorted(names)
+    return sorted(names, key=natural_key)
+
+
+def _in_order(allocs: Sequence[Allocation]) -> list[Allocation]:
+    """Allocations by pool, then device names in natural order (rdma2 before rdma10).
+
+    The sort is stable, so one device's allocations keep the store's order
+    (claim, family, address).
+    """
+    return sorted(
+        allocs,
+        key=lambda a: (
+            a.owner.pool,
+            not _names(a),  # a NIC known by no name (an owner of schema 1) last
+            [natural_key(name) for name in _names(a)],
+            a.owner.device,
+        ),
+    )
 
 
 def _as_json(alloc: Allocation) -> dict[str, Any]:
@@ -147,6 +143,7 @@ def _emit(
 ) -> None:
     """``states`` (cluster scope): address -> where its IPAddress object stands."""
     extra = () if states is None else ("IPADDRESS",)
+    allocs = _in_order(allocs)
     if output == "json":
         docs = [_as_json(a) for a in allocs]
         if states is not None:
@@ -302,30 +299,55 @@ def _add_db_flag(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ipam list``, ``ipam gc`` and ``ipam backup`` to the ``dranet-cloud`` parser."""
-    ipam = subparsers.add_parser(
+    ipam = add_command(
+        subparsers,
         "ipam",
-        help="inspect and garbage-collect node-local IP allocations",
-        description="Inspect and garbage-collect the node-local IPAM database.",
+        """inspect and garbage-collect node-local IP allocations
+
+        Inspect and garbage-collect the node-local IPAM database.
+
+        dranet-cloud ipam list
+        dranet-cloud ipam gc --kubernetes --dry-run
+        dranet-cloud ipam backup --to /var/lib/dranet-cloud/ipam-copy.db
+        """,
     )
     actions = ipam.add_subparsers(dest="ipam_command", metavar="{list,gc,backup}", required=True)
 
-    listing = actions.add_parser("list", help="show every allocation")
+    listing = add_command(
+        actions,
+        "list",
+        """show every allocation
+
+        Show every allocation of the node's IPAM database with its device, claim (namespace/name
+        and pod when known), address and age; in cluster scope also where each address's
+        IPAddress object stands.
+
+        dranet-cloud ipam list
+        dranet-cloud ipam list --ipam-db /var/lib/dranet-cloud/ipam.db -o json
+        dranet-cloud ipam list --ipam-scope cluster
+        """,
+    )
     _add_db_flag(listing)
     add_scope_flag(listing)
     add_output_flag(listing)
     listing.set_defaults(func=_run_list)
 
-    gc = actions.add_parser(
+    gc = add_command(
+        actions,
         "gc",
-        help="free the allocations of claims proven gone",
-        description=(
-            "Free the allocations of claims that the Kubernetes API proves gone "
-            "(--kubernetes: GET answers 404 or another UID, or a complete list lacks the "
-            "UID). An API error, timeout or partial list frees nothing more. Allocations "
-            "younger than --grace before the evidence was taken are kept. The API must be the "
-            "cluster the store's claims came from (kube-system Namespace UID, recorded at the "
-            "first run): another cluster frees nothing (exit 2)."
-        ),
+        """free the allocations of claims proven gone
+
+        Free the allocations of claims that the Kubernetes API proves gone (--kubernetes: GET
+        answers 404 or another UID, or a complete list lacks the UID). An API error, timeout or
+        partial list frees nothing more. Allocations younger than --grace before the evidence
+        was taken are kept. The API must be the cluster the store's claims came from (kube-
+        system Namespace UID, recorded at the first run): another cluster frees nothing (exit
+        2).
+
+        dranet-cloud ipam gc --kubernetes --dry-run      # what would be freed
+        dranet-cloud ipam gc --kubernetes --grace 5m --budget 2m
+        dranet-cloud ipam gc --live-claims claims.txt   # air-gapped: a complete list
+        """,
     )
     _add_db_flag(gc)
     gc.add_argument(
@@ -374,15 +396,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_output_flag(gc)
     gc.set_defaults(func=_run_gc)
 
-    saved = actions.add_parser(
+    saved = add_command(
+        actions,
         "backup",
-        help="copy the live database consistently (safe while serve runs)",
-        description=(
-            "Copy the IPAM database with SQLite's online backup API: one consistent "
-            "snapshot holding every allocation committed before the copy started, taken "
-            "while `serve` keeps answering. The copy is checked (PRAGMA integrity_check) and "
-            "renamed into place only when complete; an existing file is never replaced."
-        ),
+        """copy the live database consistently (safe while serve runs)
+
+        Copy the IPAM database with SQLite's online backup API: one consistent snapshot holding
+        every allocation committed before the copy started, taken while `serve` keeps answering.
+        The copy is checked (PRAGMA integrity_check) and renamed into place only when complete;
+        an existing file is never replaced.
+
+        dranet-cloud ipam backup --to /var/lib/dranet-cloud/ipam-before-0.2.db
+        dranet-cloud ipam backup --ipam-db /var/lib/dranet-cloud/ipam.db --to copy.db
+        """,
     )
     _add_db_flag(saved)
     saved.add_argument("--to", required=True, metavar="FILE", help="the new backup file")

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from ..errors import DranetCloudError
 from ..lazylog import LazyLogger, defer
+from .helptext import examples_epilog
 
 # Sub-command -> module, in help order.
 COMMANDS = {
@@ -56,6 +57,12 @@ class _Formatter(argparse.HelpFormatter):
                 columns = 80
             kwargs["width"] = columns - 2
         super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Text with line breaks (a command's examples) is printed as written."""
+        if "\n" in text:
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
 
 
 class Parser(argparse.ArgumentParser):
@@ -98,6 +105,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
+        epilog=examples_epilog(
+            [
+                "dranet-cloud demo                 # the whole job against an emulated cloud",
+                "dranet-cloud describe -o json     # what this node's NICs get from the cloud",
+                "dranet-cloud ipam gc --help       # every command has its own help",
+            ]
+        ),
     )
     parser.add_argument(
         "-v",

@@ -10,11 +10,24 @@ import argparse
 from typing import Any
 
 from ..errors import PluginError
+from .helptext import add_command
 from .output import add_output_flag, emit_json, emit_table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plugins", help="list installed plugins and their roles")
+    p = add_command(
+        sub,
+        "plugins",
+        """list installed plugins and their roles
+
+        List the installed dranet-cloud plugins: name, distribution, version and the roles read
+        off the hooks each implements (cloud, profile, enricher). A plugin that breaks the hook
+        contract (a misspelt hook) is named on stderr with the fix, and the command exits 2.
+
+        dranet-cloud plugins
+        dranet-cloud plugins -o json
+        """,
+    )
     add_output_flag(p)
     p.set_defaults(func=run)
 

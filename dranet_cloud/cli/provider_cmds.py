@@ -17,7 +17,8 @@ from .common import (
     read_claim,
     read_config,
 )
-from .output import add_output_flag, emit_json, emit_pairs, emit_table
+from .helptext import add_command
+from .output import add_output_flag, device_key, emit_json, emit_pairs, emit_table, human
 
 if TYPE_CHECKING:
     from ..detection import DetectionResult
@@ -26,7 +27,20 @@ if TYPE_CHECKING:
 def register(sub: Any, only: str | None = None) -> None:
     """The three commands, or with ``only`` just that one (start-up cost of ``detect``)."""
     if only in (None, "detect"):
-        p = sub.add_parser("detect", help="decide which cloud plugin this node uses")
+        p = add_command(
+            sub,
+            "detect",
+            """decide which cloud plugin this node uses
+
+            Decide which cloud plugin this node uses, as `serve` does at start-up: local
+            evidence (DMI, sysfs) first, a metadata probe only when asked or named. A named or
+            detected provider must load its instance, or the command fails.
+
+            dranet-cloud detect
+            dranet-cloud detect --cloud-provider-hint gce -o json
+            dranet-cloud detect --host-root /host --probe-metadata
+            """,
+        )
         add_provider_flags(p)
         add_output_flag(p)
         p.set_defaults(func=run_detect, lazy_logging=True)
@@ -35,7 +49,19 @@ def register(sub: Any, only: str | None = None) -> None:
 
 
 def _register_describe_profile(sub: Any) -> None:
-    p = sub.add_parser("describe", help="attributes and config of the node's NICs")
+    p = add_command(
+        sub,
+        "describe",
+        """attributes and config of the node's NICs
+
+        Show what DRANET would get for this node's NICs: the instance, and per device its
+        attributes, its config (MTU, routes, neighbors) and its attribute budget.
+
+        dranet-cloud describe
+        dranet-cloud describe --cloud-provider-hint gce --device eth1 -o json
+        dranet-cloud describe --device name=eth1,mac=42:01:c0:a8:01:02
+        """,
+    )
     add_provider_flags(p)
     add_output_flag(p)
     p.add_argument(
@@ -49,14 +75,49 @@ def _register_describe_profile(sub: Any) -> None:
     )
     p.set_defaults(func=run_describe)
 
-    prof = sub.add_parser("profile", help="run the per-claim precedence chain")
+    prof = add_command(
+        sub,
+        "profile",
+        """run the per-claim precedence chain
+
+        Run the per-claim precedence chain (cloud baseline, profile provider, the claim's own
+        config) for one device, as DRANET does when a pod starts or stops.
+
+        dranet-cloud profile get --device eth1 --claim-uid 7c2d --ipam-range 10.0.0.0/24
+        dranet-cloud profile release --device eth1 --claim-uid 7c2d --ipam-range 10.0.0.0/24
+        """,
+    )
     psub = prof.add_subparsers(dest="profile_command", metavar="ACTION")
     psub.required = True
-    for action, helptext, func in (
-        ("get", "print the final NetworkConfig for a claim", run_profile_get),
-        ("release", "release what a claim's profile allocated", run_profile_release),
+    for action, text, func in (
+        (
+            "get",
+            """print the final NetworkConfig for a claim
+
+            Print the final NetworkConfig DRANET would apply for a claim on a device, in gen2
+            spelling; a profile provider allocates what the claim asks for (a retry gets the
+            same answer).
+
+            dranet-cloud profile get --device eth1 --claim-uid 7c2d --ipam-range 10.0.0.0/24
+            dranet-cloud profile get --device pci-0000-00-05-0 --claim claim.json -o json
+            dranet-cloud profile get --device mac=42:01:c0:a8:01:02 --claim - --config cfg.json
+            """,
+            run_profile_get,
+        ),
+        (
+            "release",
+            """release what a claim's profile allocated
+
+            Release what a claim's profile allocated on a device (exit 5 when the provider
+            could not); releasing again is a success.
+
+            dranet-cloud profile release --device eth1 --claim-uid 7c2d --ipam-range 10.0.0.0/24
+            dranet-cloud profile release --device eth1 --claim claim.json -o json
+            """,
+            run_profile_release,
+        ),
     ):
-        p = psub.add_parser(action, help=helptext)
+        p = add_command(psub, action, text)
         add_provider_flags(p, ipam=True)
         add_output_flag(p)
         p.add_argument(
@@ -156,11 +217,12 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, Any]:
-    """What ``describe -o json`` prints for ``devices`` (default: every local NIC)."""
+    """What ``describe -o json`` prints for ``devices`` (default: every local NIC, sorted)."""
     from ..nic import local_nics
 
-    if devices is None:
-        devices = [nic.identifiers() for nic in local_nics(host.context.host_root)]
+    if devices is None:  # every NIC, in natural order (rdma2 before rdma10)
+        nics = [nic.identifiers() for nic in local_nics(host.context.host_root)]
+        devices = sorted(nics, key=lambda d: device_key(d.name, d.pci_address))
     out: dict[str, Any] = {
         "provider": host.cloud or "none",
         "instance": host.describe_instance(),
@@ -191,7 +253,8 @@ def run_describe(args: argparse.Namespace) -> int:
         dev, cfg = d["device"], d["config"] or {}
         iface = cfg.get("interface", {})
         attrs = ", ".join(
-            f"{k.rpartition('/')[2]}={next(iter(v.values()))}" for k, v in d["attributes"].items()
+            f"{k.rpartition('/')[2]}={human(next(iter(v.values())))}"
+            for k, v in d["attributes"].items()
         )
         budget = d["budget"]
         rows.append(

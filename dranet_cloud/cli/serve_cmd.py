@@ -25,6 +25,7 @@ from .gc_flags import (
     parse_grace,
     removed_older_than,
 )
+from .helptext import add_command
 
 if TYPE_CHECKING:
     from ..host import ProviderHost
@@ -76,13 +77,20 @@ def _roles(text: str) -> frozenset[str]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "serve",
-        help="serve the provider host as a BYODP webhook for DRANET",
-        description="Answer DRANET's webhook protocol (GET /health, POST /GetDeviceAttributes, "
-        "/GetDeviceConfig, /GetProfileConfig, /ReleaseProfileConfig) with this "
-        "node's plugins and the built-in local-ipam profile provider. Prints one "
-        'JSON line {"url", "capabilities"} on stdout when it accepts requests.',
+        """serve the provider host as a BYODP webhook for DRANET
+
+        Answer DRANET's webhook protocol (GET /health, POST /GetDeviceAttributes,
+        /GetDeviceConfig, /GetProfileConfig, /ReleaseProfileConfig) with this node's plugins and
+        the built-in local-ipam profile provider. Prints one JSON line {"url", "capabilities"}
+        on stdout when it accepts requests.
+
+        dranet-cloud serve --listen unix:///run/dranet/webhook.sock
+        dranet-cloud serve --ipam-range 10.0.0.0/24 --gc-interval 10m --gc-kubernetes
+        dranet-cloud serve --listen 127.0.0.1:9177 --cloud-provider-hint gce --require-roles cloud
+        """,
     )
     p.add_argument(
         "--listen",
@@ -206,17 +214,7 @@ def register(sub: Any) -> None:
 
 
 def _duration(flag: str, text: str | None) -> timedelta | None:
-    from .ipam_cmd import parse_duration
-
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except ConfigError:
-        raise ConfigError(
-            f"{flag} {text!r}: not a duration; use a number and a unit s, m, h or d "
-            "(30s, 10m, 2h, 7d, 1h30m)"
-        ) from None
+    return None if text is None else parse_grace(flag, text)
 
 
 def _print_ready(url: str, capabilities: dict[str, Any], metrics: str | None = None) -> None:

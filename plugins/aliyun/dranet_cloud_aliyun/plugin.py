@@ -132,6 +132,14 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The eRDMA node (the default) and the LACP-bond node with eflo ranges."""
+    from . import sample_hosts
+
+    return list(sample_hosts.VARIANTS)
+
+
+@hookimpl
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``ALIBABA`` in ``--cloud-provider-hint``."""
     return ["alibaba"]

@@ -118,6 +118,14 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The Nitro, Xen and Trainium nodes ``sample_host`` writes."""
+    from . import sample
+
+    return [variant for variant in sample.VARIANTS if variant is not None]
+
+
+@hookimpl
 def plugin_settings() -> list[Setting]:
     """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.imds`)."""
     from dranet_cloud.settings import Setting

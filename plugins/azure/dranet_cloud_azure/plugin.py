@@ -117,6 +117,12 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The default sample under its VM size's name."""
+    return ["nd-h100-v5"]
+
+
+@hookimpl
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``AZURE`` in ``--cloud-provider-hint``."""
     return ["AZURE"]

@@ -130,6 +130,14 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The machine types ``sample_host`` writes besides the default one."""
+    from .sample import VARIANTS
+
+    return [v for v in VARIANTS if v]
+
+
+@hookimpl
 def plugin_settings() -> list[Setting]:
     """GCE reads no ``--set`` keys (endpoint overrides come from the environment)."""
     return []

@@ -76,6 +76,12 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The default sample under its shape's name."""
+    return ["bm-gpu-h100-8"]
+
+
+@hookimpl
 def provider_aliases() -> list[str]:
     """DRANET calls this provider ``OKE``; ``oracle`` is the cloud's own name."""
     return ["OKE", "oracle"]

@@ -201,6 +201,12 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
+def sample_variants() -> list[str]:
+    """The default sample under its own name."""
+    return ["bare-metal"]
+
+
+@hookimpl
 def plugin_settings() -> list[Setting]:
     """TLS files and timeouts of the BYODP client (see :mod:`.endpoint`)."""
     from dranet_cloud.settings import Setting
