@@ -22,9 +22,9 @@ from dranet_cloud.kube import (
     ParentRef,
     canonical_name,
 )
-from dranet_cloud.testing.emulator import Request, Response
 from dranet_cloud.testing.kube_rules import LabelSelector, SelectorError
 from dranet_cloud.testing.kubernetes import CALLS_PATH, KubernetesEmulator, parse_api_faults
+from dranet_cloud.testing.messages import Request, Response
 
 PATH = "/apis/networking.k8s.io/v1/ipaddresses"
 CLAIM = ParentRef.resource_claim("team-a", "nic-0")

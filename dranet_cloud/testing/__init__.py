@@ -1,8 +1,9 @@
 """Test and emulation kit for dranet-cloud plugins.
 
-* :mod:`.emulator`: a loopback/unix-socket HTTP server with a request log and
-  fault injection, plus helpers to serve nested-JSON metadata trees and token
-  sessions;
+* :mod:`.emulator`: a loopback/unix-socket HTTP server (:mod:`.listen`) with
+  a request log (:mod:`.messages`) and fault injection (:mod:`.faults`), plus
+  helpers to serve nested-JSON metadata trees (:mod:`.metadata_tree`) and
+  token sessions (:mod:`.tokens`);
 * :mod:`.kubernetes`: a Kubernetes API emulator (ResourceClaims, Nodes,
   Namespaces, IPAddress objects) with real pagination, Status errors, fault
   modes (latency, planned failures, lost replies) and a kubeconfig for it;
@@ -17,26 +18,22 @@ Importing this package is cheap: it pulls in only the standard library.
 
 from __future__ import annotations
 
-from .emulator import (
+from .emulator import Emulator
+from .faults import Faults
+from .hostroot_builder import HostRootBuilder
+from .kubernetes import KubernetesEmulator, kubernetes_emulator
+from .listen import parse_listen
+from .messages import Handler, Headers, LoggedRequest, Request, Response
+from .metadata_tree import (
     MISSING,
-    Emulator,
-    Faults,
-    Handler,
-    Headers,
-    LoggedRequest,
-    Request,
-    Response,
-    TokenIssuer,
-    parse_listen,
     render_leaf,
     render_listing,
     split_path,
     tree_lookup,
     tree_response,
 )
-from .hostroot_builder import HostRootBuilder
-from .kubernetes import KubernetesEmulator, kubernetes_emulator
 from .socketguard import NonLoopbackConnection, SocketGuard
+from .tokens import TokenIssuer
 
 __all__ = [
     "MISSING",

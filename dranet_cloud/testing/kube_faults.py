@@ -1,6 +1,6 @@
 """The Kubernetes emulator's own faults as a spec string (``--api-faults``).
 
-The kit's faults (:class:`~dranet_cloud.testing.emulator.Faults`) act on HTTP
+The kit's faults (:class:`~dranet_cloud.testing.faults.Faults`) act on HTTP
 (statuses, drops, delays) whatever the path; these speak the API's language:
 a latency for every request, planned ``Status`` failures per verb, and writes
 that are committed but whose reply is lost.  :class:`KubernetesEmulator
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from http import HTTPStatus
 
-from .emulator import spec_items
+from .faults import spec_items
 
 __all__ = [
     "KNOWN_STATUSES",

@@ -57,7 +57,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from .emulator import Emulator, Faults, Request, Response
+from .emulator import Emulator
+from .faults import Faults
 from .kube_faults import (
     KNOWN_STATUSES,
     VERBS,
@@ -67,6 +68,7 @@ from .kube_faults import (
     parse_api_faults,
 )
 from .kube_rules import LabelSelector, SelectorError, ip_address_causes
+from .messages import Request, Response
 
 __all__ = [
     "CALLS_PATH",
