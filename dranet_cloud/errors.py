@@ -2,6 +2,8 @@
 
 Messages must name the plugin, the device or endpoint involved, and the fix,
 because operators read them in a crash-looping pod's log with nothing else.
+:class:`WouldBlock` is the exception: a signal inside the server that never
+reaches the command line.
 """
 
 from __future__ import annotations
@@ -79,3 +81,30 @@ class RangeExhausted(ProfileDenied):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status=409)
+
+
+class WouldBlock(Exception):
+    """A step of a request on the server's event loop would have had to wait.
+
+    Raised inside :meth:`SqliteStore.deferred_writes
+    <dranet_cloud.ipam.sqlite.SqliteStore.deferred_writes>`: the store lock
+    is held by another thread, another process holds the database's write
+    lock, or a cluster-scope call would call the Kubernetes API.  The refused
+    step read and wrote nothing; the server runs the request again on a
+    worker thread, where waiting is allowed.
+
+    An ordinary exception, on purpose.  It used to be a ``BaseException``,
+    so that the plugin and host code between the server and the store, which
+    turns ordinary exceptions into error answers, would let it through; but
+    a ``BaseException`` also skips the ``except Exception`` clean-up a plugin
+    relies on, and a bare ``except:`` swallowed the signal anyway.  Now the signal does not
+    travel in the exception: before raising, the store records it on the
+    thread's deferred-writes scope (``DeferredWrites.blocked``), and the
+    server's store lane reads it there once the request returns, whatever
+    the code in between did with the exception (caught it and answered, or
+    raised another error): plugin code cannot swallow it by accident.  The
+    exception only ends the request early.  The server's own error mapping
+    and the host's release let it pass, so a request that is merely run
+    again logs no error.  A return value would have had to pass through
+    every plugin hook instead.
+    """

@@ -28,7 +28,13 @@ from .budget import AttributeBudget, DeviceBudget
 from .claims import ClaimReference
 from .context import InstanceSnapshot, ProviderContext, ProviderOptions
 from .detection import NO_PROVIDER, DetectionResult, detect
-from .errors import ConfigError, ProfileDenied, ProviderInitError, ProviderUnavailable
+from .errors import (
+    ConfigError,
+    ProfileDenied,
+    ProviderInitError,
+    ProviderUnavailable,
+    WouldBlock,
+)
 from .hostroot import HostRoot
 from .hwaddr import is_ipoib
 from .logsafe import safe
@@ -617,6 +623,8 @@ class ProviderHost:
                     config=config,
                     claim=claim if claim is not None else ClaimReference(uid=claim_uid),
                 )
+            except WouldBlock:
+                raise  # the server runs the release again where it may wait
             except Exception as exc:
                 log.error(
                     "plugin %s, device %s, claim %s: release failed (the provider must "

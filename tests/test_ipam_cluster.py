@@ -355,7 +355,7 @@ def test_api_calls_never_run_on_an_event_loop(
     but anything that would call the API raises WouldBlock before touching anything."""
     import asyncio
 
-    from dranet_cloud.ipam.sqlite import WouldBlock
+    from dranet_cloud.errors import WouldBlock
 
     a = nodes["node-a"]
     known = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))

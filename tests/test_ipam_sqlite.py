@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import AddressConflict, ConfigError, ProviderUnavailable
+from dranet_cloud.errors import AddressConflict, ConfigError, ProviderUnavailable, WouldBlock
 from dranet_cloud.ipam import (
     DEFAULT_IPAM_DB,
     IPAM_DB_ENV,
@@ -25,7 +25,7 @@ from dranet_cloud.ipam import (
     SqliteStore,
     open_store,
 )
-from dranet_cloud.ipam.sqlite import WouldBlock, resolve_db_path
+from dranet_cloud.ipam.sqlite import resolve_db_path
 from dranet_cloud.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/22")

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dranet_cloud.errors import AddressConflict
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
-from dranet_cloud.ipam.sqlite import _addr_key
+from dranet_cloud.ipam.sqlite_rows import addr_key
 from dranet_cloud.iprange import IPRange, ip_range_from_cidr
 
 from .test_server_attacks import health_once
@@ -88,7 +88,7 @@ def fill(db: Path, claims: int) -> None:
     SqliteStore(db).close()  # the schema
     base = int(ipaddress.ip_address("10.8.0.1"))
     rows = [
-        (4, _addr_key(4, base + i), f"{ipaddress.ip_address(base + i)}/32", "local-ipam",
+        (4, addr_key(4, base + i), f"{ipaddress.ip_address(base + i)}/32", "local-ipam",
          "mac:0c:42:a1:00:00:11", f"claim-{i}", 0, time.time(), None, None, None)
         for i in range(claims)
     ]  # fmt: skip

@@ -18,8 +18,8 @@ from typing import Any, cast
 
 import pytest
 
+from dranet_cloud.errors import WouldBlock
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.ipam.sqlite import WouldBlock
 from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.nic import ResolutionMemo
 from dranet_cloud.server.lane import StoreLane
@@ -164,6 +164,42 @@ def test_a_queued_job_that_fails_or_would_block_leaves_its_group_alone(
         await settle()
         assert queued[1].result() and committed_claims(db) == {"a", "b"}
         assert lane.sent_to_pool == 1
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_a_would_block_that_plugin_code_swallows_still_sends_the_request_to_the_pool(
+    tmp_path: Path,
+) -> None:
+    """WouldBlock is an ordinary exception, so a plugin's ``except Exception``
+    catches it; the lane reads the signal from the deferred-writes scope, so
+    the plugin's stand-in answer is never the request's answer."""
+    store = SqliteStore(tmp_path / "ipam.db")
+    caught: list[str] = []
+
+    async def fallback(job: Callable[[], Any], arrival: float) -> Any:
+        return "from the pool"
+
+    def careless_plugin() -> Any:
+        try:
+            return store.allocate(Owner("pool", "mac:aa", "a"), [RANGE])
+        except Exception as exc:  # the accident: every error becomes an answer
+            caught.append(type(exc).__name__)
+            return "a made-up answer"
+
+    async def scenario() -> None:
+        lane = make_lane(store, HandCommitter(), fallback)
+        assert store._lock.acquire(blocking=False)  # another thread's write, as it were
+        try:
+            answer = await lane.run(careless_plugin)
+        finally:
+            store._lock.release()
+        assert caught == ["WouldBlock"]
+        assert answer == "from the pool"
+        assert lane.sent_to_pool == 1 and lane.ran_inline == 0
 
     try:
         asyncio.run(scenario())

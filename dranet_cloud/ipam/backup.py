@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .sqlite import DEFAULT_BUSY_TIMEOUT
+from .sqlite_transactions import DEFAULT_BUSY_TIMEOUT
 
 
 @dataclass(frozen=True)

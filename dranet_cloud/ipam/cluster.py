@@ -42,7 +42,7 @@ the kubelet retries) and never an address the API did not confirm; claims
 already bound in the journal keep their answers.
 
 API calls never run on an event loop: :meth:`ClusterIpam.allocate` and
-:meth:`~ClusterIpam.release` raise :class:`~.sqlite.WouldBlock` before
+:meth:`~ClusterIpam.release` raise :class:`~dranet_cloud.errors.WouldBlock` before
 calling the API on a thread that runs one, so a caller that tried them there
 (the server's store lane) runs them on a worker thread instead.
 """
@@ -82,7 +82,7 @@ from .cluster_journal import (
     cluster_call,
 )
 from .requests import host_cidr, ordered_ranges, parse_static, require_collect_bounds
-from .sqlite import WouldBlock
+from .sqlite_transactions import would_block
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
@@ -190,7 +190,7 @@ def _off_loop(what: str) -> None:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise WouldBlock(f"ipam (cluster scope): {what} calls the Kubernetes API")
+    raise would_block(f"ipam (cluster scope): {what} calls the Kubernetes API")
 
 
 def _kube_errors() -> tuple[type[Exception], type[Exception], type[Exception], type[Exception]]:

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..iprange import IPRange, address_of
+from . import sqlite_rows
 from .base import Allocation, Owner
-from .sqlite import SqliteStore, _addr_key, _Row, _to_allocation
+from .sqlite import SqliteStore
 
 if TYPE_CHECKING:
     import sqlite3
@@ -262,14 +263,14 @@ class ClusterJournal(SqliteStore):
             conn.execute(
                 "INSERT OR REPLACE INTO ip_address_objects (family, addr_key, state, uid) "
                 "VALUES (?, ?, ?, NULL)",
-                (family, _addr_key(family, value), PENDING),
+                (family, sqlite_rows.addr_key(family, value), PENDING),
             )
             inserted.append(JournalRow(alloc, family, value, PENDING, None))
 
     # -- reading ------------------------------------------------------------------------
 
     @staticmethod
-    def _with_states(conn: sqlite3.Connection, rows: Sequence[_Row]) -> list[JournalRow]:
+    def _with_states(conn: sqlite3.Connection, rows: Sequence[sqlite_rows.Row]) -> list[JournalRow]:
         out: list[JournalRow] = []
         for row in rows:
             family, key = int(row[0]), str(row[1])
@@ -278,14 +279,14 @@ class ClusterJournal(SqliteStore):
                 (family, key),
             ).fetchone()
             state, uid = (UNBACKED, None) if found is None else (str(found[0]), found[1])
-            out.append(JournalRow(_to_allocation(row), family, int(key, 16), state, uid))
+            out.append(JournalRow(sqlite_rows.to_allocation(row), family, int(key, 16), state, uid))
         return out
 
     def rows(self, owner: Owner) -> list[JournalRow]:
         """What ``owner`` holds (its NIC's linked identities included), with states."""
         with self._snapshot() as conn:
-            _main, devices = self._identities(conn, owner, strict=False)
-            return self._with_states(conn, self._rows_of(conn, owner, devices))
+            _main, devices = sqlite_rows.identities(conn, owner, strict=False)
+            return self._with_states(conn, sqlite_rows.rows_of(conn, owner, devices))
 
     def all_rows(self, state: str | None = None) -> list[JournalRow]:
         """Every row (or only those recorded in ``state``), with states."""
@@ -312,7 +313,7 @@ class ClusterJournal(SqliteStore):
         A row released while its create was in flight is gone: the caller then
         owns an object nobody records and must delete it.
         """
-        key = _addr_key(row.family, row.value)
+        key = sqlite_rows.addr_key(row.family, row.value)
         with self._transaction() as conn:
             held = conn.execute(
                 "SELECT 1 FROM allocations WHERE family = ? AND addr_key = ? AND claim_uid = ? "
@@ -334,7 +335,7 @@ class ClusterJournal(SqliteStore):
             return
         with self._transaction() as conn:
             for row in rows:
-                key = _addr_key(row.family, row.value)
+                key = sqlite_rows.addr_key(row.family, row.value)
                 deleted = conn.execute(
                     "DELETE FROM allocations WHERE family = ? AND addr_key = ? AND claim_uid = ? "
                     "AND pool = ?",
@@ -347,4 +348,4 @@ class ClusterJournal(SqliteStore):
                     "EXISTS (SELECT 1 FROM allocations WHERE family = ? AND addr_key = ?)",
                     (row.family, key, row.family, key),
                 )
-            self._forget_unused_keys(conn, (row.owner.device for row in rows))
+            sqlite_rows.forget_unused_keys(conn, (row.owner.device for row in rows))

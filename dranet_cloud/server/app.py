@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable
+from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable, WouldBlock
 from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
 from ..ipam.sqlite import SqliteStore
@@ -206,9 +206,15 @@ def config_limit_problem(config: NetworkConfig | None) -> str | None:
 
 
 def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
-    """Run a host call, turning its errors into BYODP status codes."""
+    """Run a host call, turning its errors into BYODP status codes.
+
+    :class:`WouldBlock` is no error: the store lane runs the request again
+    on a worker thread (:mod:`.lane`).
+    """
     try:
         return fn()
+    except WouldBlock:
+        raise
     except ProfileDenied as exc:
         status = exc.status if 400 <= exc.status < 600 else 400
         log.info("POST %s denied (%d) for %s: %s", path, status, what, safe(exc.message, 500))

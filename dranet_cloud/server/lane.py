@@ -9,9 +9,11 @@ rules that keep the loop (and ``/health``) from ever waiting on it:
 
 * it never waits: when the store lock is taken (a worker thread, the
   collector, a commit under way) or another process holds the database's
-  write lock, the store raises :class:`WouldBlock` before reading anything,
-  and the request goes to the worker pool, where waiting is allowed and
-  bounded by the busy timeout;
+  write lock, the store raises :class:`~dranet_cloud.errors.WouldBlock`
+  before reading anything and records it on the deferred-writes scope, and
+  the request goes to the worker pool, where waiting is allowed and bounded
+  by the busy timeout (whatever the plugin code in between did with the
+  exception: the lane reads the scope, not the outcome);
 * it never commits: its writes stay in the open transaction.  At the end of
   the loop iteration, every request that wrote in it is committed together
   on the committer thread (one fsync for all of them), and only then are
@@ -32,7 +34,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from ..ipam.sqlite import SqliteStore, WouldBlock
+from ..errors import WouldBlock
+from ..ipam.sqlite import SqliteStore
 from ..logsafe import safe
 from ..nic import ResolutionMemo, resolution_scope
 
@@ -84,7 +87,7 @@ class _Blocked:
 
     __slots__ = ("reason",)
 
-    def __init__(self, reason: WouldBlock) -> None:
+    def __init__(self, reason: Exception) -> None:
         self.reason = reason
 
 
@@ -178,20 +181,27 @@ class StoreLane:
         after its group's commit, or :class:`_Blocked`."""
         if fut.done():  # the request was cancelled while queued
             return
+        blocked: Exception | None
         with self.store.deferred_writes() as scope:
             try:
                 with resolution_scope(self._memo):
                     answer = job()
-            except WouldBlock as exc:
-                fut.set_result(_Blocked(exc))
-                return
             except Exception as exc:
-                fut.set_exception(exc)
-                return
+                if scope.blocked is None and not isinstance(exc, WouldBlock):
+                    fut.set_exception(exc)
+                    return
+                blocked = scope.blocked or exc
+            else:
+                # A step that would have waited is recorded on the scope even
+                # when the code between here and the store caught its exception.
+                blocked = scope.blocked
             finally:
                 # Whatever happened, what was written must be committed (a
                 # write made before a refusal, too): the group holds the lock.
                 self._hold(scope.batches)
+        if blocked is not None:
+            fut.set_result(_Blocked(blocked))
+            return
         self.ran_inline += 1
         if scope.batches:
             self._answers.append((fut, answer))
