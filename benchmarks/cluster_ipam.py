@@ -51,7 +51,8 @@ from typing import Any
 
 from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam.base import Owner
-from dranet_cloud.ipam.cluster import MANAGED_BY, MANAGED_BY_LABEL, ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.cluster import ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.cluster_api import MANAGED_BY, MANAGED_BY_LABEL
 from dranet_cloud.ipam.reclaim import KubernetesClaims
 from dranet_cloud.iprange import IPRange
 from dranet_cloud.kube import KubeClient

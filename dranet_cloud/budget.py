@@ -216,9 +216,11 @@ class AttributeBudget:
         return cls(floor=floor)
 
     def for_device(self, root: HostRoot, device: DeviceIdentifiers) -> DeviceBudget:
+        from .nic import described_nic
+
         nic = locate(root, device)
         names: tuple[str, ...] = ()
-        key = nic.identity if nic is not None and nic.identity else device.key()
+        key = nic.identity if nic is not None and nic.identity else described_nic(device).identity
         if nic is None:
             count, source = DRANET_MAX, "not found on the node: DRANET's maximum"
         else:

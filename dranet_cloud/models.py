@@ -231,17 +231,6 @@ class DeviceIdentifiers(WireModel):
             parts.append(self.pci_address)
         return "/".join(parts)
 
-    def key(self) -> str:
-        """The identity these identifiers alone give: ``mac:``, else ``pci:``, else ``name:``.
-
-        Caches and IPAM owners use :func:`dranet_cloud.nic.resolve_nic`, which
-        also looks at the node (a name-only call gets the NIC's MAC identity);
-        this is the same key for a NIC the node cannot see.
-        """
-        from .nic import described_nic
-
-        return described_nic(self).identity
-
 
 class DeviceAttribute(WireModel):
     """A Kubernetes ``resource.k8s.io/v1`` DeviceAttribute: exactly one value."""

@@ -360,7 +360,12 @@ def described_nic(device: DeviceIdentifiers) -> LocalNic:
     """The NIC as the identifiers alone describe it (``found=False``).
 
     Used when the NIC is not under the host root: a passthrough NIC already
-    in a pod, a node whose ``/sys/class/net`` is not visible.
+    in a pod, a node whose ``/sys/class/net`` is not visible.  Its
+    :attr:`~LocalNic.identity` is the key these identifiers alone give
+    (``mac:``, else ``pci:``, else ``name:``); :func:`resolve_nic` also looks
+    at the node, so a name-only call gets the NIC's MAC identity there.  (The
+    wire model :class:`DeviceIdentifiers` has no such key of its own: the rule
+    lives here alone, and the models do not import this module back.)
     """
     given = device.name or ""
     ifnames, name_pci = _name_forms(given)

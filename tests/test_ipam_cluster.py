@@ -17,13 +17,12 @@ import pytest
 from dranet_cloud.claims import ClaimReference
 from dranet_cloud.errors import AddressConflict, ProfileDenied, ProviderUnavailable, RangeExhausted
 from dranet_cloud.ipam.base import Owner
-from dranet_cloud.ipam.cluster import (
+from dranet_cloud.ipam.cluster import ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.cluster_api import (
     CLAIM_UID_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     NODE_LABEL,
-    ClusterIpam,
-    open_cluster_ipam,
 )
 from dranet_cloud.ipam.cluster_journal import BOUND, PENDING, RELEASING
 from dranet_cloud.ipam.reclaim import KubernetesClaims, reclaim

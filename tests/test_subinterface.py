@@ -12,6 +12,7 @@ from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import IpamStore, MemoryStore, Owner
 from dranet_cloud.iprange import IPRange
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.nic import described_nic
 from dranet_cloud.subinterface import release_subinterface, subinterface_profile
 
 DEV = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:01")
@@ -97,7 +98,10 @@ def test_allocation_is_owned_by_pool_device_claim_and_retries_are_free(
     assert first == again and set(first).isdisjoint(other)
     assert first[0] in V4 and first[1] in V6
     owners = {a.owner for a in ctx.ipam.list()}
-    assert owners == {Owner(POOL, DEV.key(), "c1"), Owner(POOL, DEV.key(), "c2")}
+    assert owners == {
+        Owner(POOL, described_nic(DEV).identity, "c1"),
+        Owner(POOL, described_nic(DEV).identity, "c2"),
+    }
     assert len(ctx.ipam.list()) == 4
 
 
@@ -177,7 +181,7 @@ def test_a_custom_allocator_gets_the_store_and_owner(ctx: ProviderContext) -> No
             allocate=allocate,
         )
     )
-    assert calls == [Owner(POOL, DEV.key(), "c1")]
+    assert calls == [Owner(POOL, described_nic(DEV).identity, "c1")]
     assert len(got) == 1 and got[0] in V6
     assert [a.address for a in ctx.ipam.held(calls[0])] == got
 

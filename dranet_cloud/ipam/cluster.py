@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import (
     AddressConflict,
@@ -72,6 +72,21 @@ from ..iprange import IPRange
 from ..logsafe import safe
 from .base import Allocation, Owner
 from .claim_index import ClaimIndex
+from .cluster_api import (
+    CLAIM_GROUP,
+    CLAIM_RESOURCE,
+    CLAIM_UID_ANNOTATION,
+    CLAIM_UID_LABEL,
+    DEVICE_ANNOTATION,
+    IP_FAMILY_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NODE_ANNOTATION,
+    NODE_LABEL,
+    POOL_ANNOTATION,
+    RANGE_ANNOTATION,
+    IPAddressApi,
+)
 from .cluster_journal import (
     BOUND,
     RELEASING,
@@ -86,33 +101,12 @@ from .sqlite_transactions import would_block
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
-    from ..kube.client import ClaimListing
-    from ..kube.ipaddress import IPAddressObject, ParentRef
+    from ..kube.ipaddress import IPAddressObject
     from .reclaim import ClaimSource
     from .sqlite import StoreHealth
     from .tally import AllocationTally
 
 log = logging.getLogger(__name__)
-
-# Labels the API server defines for IPAddress objects.
-MANAGED_BY_LABEL = "ipaddress.kubernetes.io/managed-by"
-IP_FAMILY_LABEL = "ipaddress.kubernetes.io/ip-family"
-# This project's value: the API server's repair loop leaves objects managed
-# by anyone but ipallocator.k8s.io alone.
-MANAGED_BY = "dranet-cloud.dra.net"
-_PREFIX = "dranet-cloud.dra.net/"
-# Labels (selectable: kubectl get ipaddresses -l dranet-cloud.dra.net/node=NODE)
-# when the value is a valid label value; the annotations always hold them.
-NODE_LABEL = _PREFIX + "node"
-CLAIM_UID_LABEL = _PREFIX + "claim-uid"
-NODE_ANNOTATION = _PREFIX + "node"
-CLAIM_UID_ANNOTATION = _PREFIX + "claim-uid"
-DEVICE_ANNOTATION = _PREFIX + "device"  # the NIC's identity: mac:.. (20 bytes on InfiniBand)
-POOL_ANNOTATION = _PREFIX + "pool"
-RANGE_ANNOTATION = _PREFIX + "range"
-
-CLAIM_GROUP = "resource.k8s.io"
-CLAIM_RESOURCE = "resourceclaims"
 
 SCOPES = ("node", "cluster")
 SCOPE_ENV = "DRANET_CLOUD_IPAM_SCOPE"
@@ -138,32 +132,6 @@ def label_value_ok(value: str) -> bool:
         and value.isascii()
         and set(value) <= _LABEL_VALUE_CHARS
     )
-
-
-class IPAddressApi(Protocol):
-    """What the allocator needs from the API (:class:`~dranet_cloud.kube.KubeClient`)."""
-
-    def create_ip_address(
-        self,
-        name: str,
-        parent: ParentRef,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        *,
-        deadline: float | None = None,
-    ) -> IPAddressObject: ...
-
-    def get_ip_address(self, name: str, *, deadline: float | None = None) -> IPAddressObject: ...
-
-    def delete_ip_address(self, name: str, uid: str, *, deadline: float | None = None) -> Any: ...
-
-    def list_ip_addresses(
-        self, label_selector: str | None = None, *, deadline: float | None = None
-    ) -> Sequence[IPAddressObject]: ...
-
-    def list_ip_address_names(self, *, deadline: float | None = None) -> Sequence[str]: ...
-
-    def list_resource_claims(self, *, deadline: float | None = None) -> ClaimListing: ...
 
 
 class _Budget:

@@ -30,10 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..claims import ClaimReference
 from ..logsafe import safe
+from .cluster_api import (
+    CLAIM_GROUP,
+    CLAIM_RESOURCE,
+    CLAIM_UID_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+)
 from .reclaim import NothingProven
 
 if TYPE_CHECKING:
-    from .cluster import IPAddressApi
+    from .cluster_api import IPAddressApi
     from .reclaim import ClaimSource
 
 log = logging.getLogger(__name__)
@@ -86,8 +93,6 @@ def _created(obj: Any) -> datetime | None:
 
 
 def _claim_of(obj: Any) -> ClaimReference | None:
-    from .cluster import CLAIM_GROUP, CLAIM_RESOURCE, CLAIM_UID_ANNOTATION
-
     uid = (getattr(obj, "annotations", None) or {}).get(CLAIM_UID_ANNOTATION)
     if not uid:
         return None
@@ -118,7 +123,6 @@ def sweep_ip_addresses(
     of objects or the evidence fails.
     """
     from ..kube import KubeError
-    from .cluster import MANAGED_BY, MANAGED_BY_LABEL
 
     count = counted or (lambda _kind: None)
     until = time.monotonic() + timeout

@@ -14,6 +14,7 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import MemoryStore, Owner
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.nic import described_nic
 
 PREFIX_ENI = DeviceIdentifiers(name="ens6", mac_address="0e:5c:1a:2b:3c:02")
 SECONDARY_ENI = DeviceIdentifiers(name="enp48s0", mac_address="0e:5c:1a:2b:3c:03")
@@ -45,7 +46,7 @@ def test_prefix_allocation_one_address_per_family(
     assert v4.endswith("/32") and _in(v4, "10.0.32.48/28", "10.0.32.96/28")
     assert v6.endswith("/128") and _in(v6, "2600:1f16:8c2:1a20:7e3f::/80")
     owners = {a.owner for a in ctx.ipam.list()}
-    assert owners == {Owner("aws", PREFIX_ENI.key(), "claim-1")}
+    assert owners == {Owner("aws", described_nic(PREFIX_ENI).identity, "claim-1")}
 
 
 def test_repeat_is_identical_and_allocates_nothing(

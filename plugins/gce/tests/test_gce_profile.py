@@ -15,6 +15,7 @@ from dranet_cloud.errors import AddressConflict, ProfileDenied
 from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import ip_range_from_cidr, marker_range
 from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
+from dranet_cloud.nic import described_nic
 
 IPVLAN = NetworkConfig(profile="gce", interface=InterfaceConfig(type="IPVLAN"))
 
@@ -90,7 +91,7 @@ def test_release_frees_by_owner_whatever_the_config(
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", None) is True
     held = ipam_context.ipam.list()
     assert {a.address for a in held} == set(b)
-    assert all(a.owner == Owner("gce", dev.key(), "claim-b") for a in held)
+    assert all(a.owner == Owner("gce", described_nic(dev).identity, "claim-b") for a in held)
     # Idempotent, and unknown claims are fine.
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", IPVLAN) is True
     assert plugin.release_profile_config(ipam_context, gce_instance, dev, "never", None) is True
@@ -193,11 +194,13 @@ def test_owners_are_per_device(ipam_context: ProviderContext, gce_tree: dict[str
     _get(ipam_context, inst, dev1, "same-claim")
     owners = {a.owner for a in ipam_context.ipam.list()}
     assert owners == {
-        Owner("gce", dev0.key(), "same-claim"),
-        Owner("gce", dev1.key(), "same-claim"),
+        Owner("gce", described_nic(dev0).identity, "same-claim"),
+        Owner("gce", described_nic(dev1).identity, "same-claim"),
     }
     plugin.release_profile_config(ipam_context, inst, dev1, "same-claim", None)
-    assert {a.owner for a in ipam_context.ipam.list()} == {Owner("gce", dev0.key(), "same-claim")}
+    assert {a.owner for a in ipam_context.ipam.list()} == {
+        Owner("gce", described_nic(dev0).identity, "same-claim")
+    }
 
 
 def test_without_a_gce_snapshot_the_claim_is_denied(
