@@ -1,0 +1,236 @@
+"""No module of dranet_cloud or of a plugin imports a module that imports it back.
+
+A circle makes the import order decide what exists when a module runs (the
+half-initialised module of the first import is what the second one sees),
+hides which of two modules is the contract and which the user, and stops
+either from being read, tested or moved alone.  The walk reads every
+``import`` with :mod:`ast`, at module level, inside functions (a
+function-level import closes a circle as surely, only later) and under ``if
+TYPE_CHECKING:`` (such an import never runs, but the two modules still
+depend on each other: a type both need belongs in a third module).  An
+import of a package counts as an edge to its ``__init__``; the implicit
+import of a module's parent packages does not (Python runs those first,
+whatever imports what).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    where: str  # path:line
+    kind: str  # "module", "function" or "typing" (under if TYPE_CHECKING:)
+
+
+def package_roots() -> list[Path]:
+    """The core package and every plugin package."""
+    return [ROOT / "dranet_cloud", *sorted(ROOT.glob("plugins/*/dranet_cloud_*"))]
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of every package."""
+    out: dict[str, Path] = {}
+    for root in package_roots():
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, str]]:
+    """Every import statement, and where it sits: "module", "function" or "typing"."""
+    found: list[tuple[ast.Import | ast.ImportFrom, str]] = []
+
+    def visit(node: ast.AST, kind: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, kind))
+            elif isinstance(child, ast.If) and _is_type_checking(child.test):
+                for inner in child.body:
+                    visit(ast.Module(body=[inner], type_ignores=[]), "typing")
+                for other in child.orelse:
+                    visit(ast.Module(body=[other], type_ignores=[]), kind)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, "typing" if kind == "typing" else "function")
+            else:
+                visit(child, kind)
+
+    visit(tree, "module")
+    return found
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def import_edges(modules: dict[str, Path]) -> list[Edge]:
+    """Every edge between two of ``modules``, one per import statement and target."""
+    edges: list[Edge] = []
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node, kind in _imports(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _absolute(name, is_package, node)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append(sub if sub in modules else base)
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            for target in dict.fromkeys(targets):
+                if target in modules and target != name:
+                    edges.append(Edge(name, target, where, kind))
+    return edges
+
+
+def circles(edges: list[Edge]) -> list[list[Edge]]:
+    """One circle (a list of edges, each ending where the next starts) per
+    strongly connected group of modules, found by Tarjan's algorithm."""
+    graph: dict[str, list[Edge]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, []).append(edge)
+        graph.setdefault(edge.target, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for edge in graph[node]:
+            if edge.target not in index:
+                connect(edge.target)
+                low[node] = min(low[node], low[edge.target])
+            elif edge.target in on_stack:
+                low[node] = min(low[node], index[edge.target])
+        if low[node] == index[node]:
+            group: set[str] = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return [_one_circle(graph, group) for group in groups]
+
+
+def _one_circle(graph: dict[str, list[Edge]], group: set[str]) -> list[Edge]:
+    """A shortest circle through the group's first module (breadth first)."""
+    start = min(group)
+    came: dict[str, Edge] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for edge in graph[node]:
+                if edge.target not in group:
+                    continue
+                if edge.target == start:
+                    path = [edge]
+                    while path[0].source != start:
+                        path.insert(0, came[path[0].source])
+                    return path
+                if edge.target not in came:
+                    came[edge.target] = edge
+                    following.append(edge.target)
+        frontier = following
+    raise AssertionError(f"no circle through {start} in {sorted(group)}")
+
+
+def describe(circle: list[Edge]) -> str:
+    steps = " -> ".join([circle[0].source, *(e.target for e in circle)])
+    notes = {"module": "", "function": " (inside a function)", "typing": " (if TYPE_CHECKING)"}
+    lines = [f"  {e.source} imports {e.target} at {e.where}{notes[e.kind]}" for e in circle]
+    return "\n".join([steps, *lines])
+
+
+def test_the_walk_sees_every_kind_of_import() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from . import b\n"
+        "from .c import thing\n"
+        "import pkg.d\n"
+        "if TYPE_CHECKING:\n"
+        "    from .e import Hint\n"
+        "def f():\n"
+        "    from .f import late\n"
+        "class K:\n"
+        "    def g(self):\n"
+        "        import pkg.h\n"
+    )
+    found = [
+        (_absolute("pkg.a", False, n) if isinstance(n, ast.ImportFrom) else n.names[0].name, kind)
+        for n, kind in _imports(ast.parse(source))
+    ]
+    assert found == [
+        ("typing", "module"),
+        ("pkg", "module"),
+        ("pkg.c", "module"),
+        ("pkg.d", "module"),
+        ("pkg.e", "typing"),
+        ("pkg.f", "function"),
+        ("pkg.h", "function"),
+    ]
+
+
+def test_a_circle_is_found_and_named_with_its_lines() -> None:
+    edges = [
+        Edge("p.a", "p.b", "a.py:1", "module"),
+        Edge("p.b", "p.c", "b.py:2", "function"),
+        Edge("p.c", "p.a", "c.py:3", "typing"),
+        Edge("p.c", "p.d", "c.py:4", "module"),
+    ]
+    (circle,) = circles(edges)
+    assert describe(circle).splitlines()[0] == "p.a -> p.b -> p.c -> p.a"
+    assert "p.b imports p.c at b.py:2 (inside a function)" in describe(circle)
+    assert "p.c imports p.a at c.py:3 (if TYPE_CHECKING)" in describe(circle)
+    assert circles(edges[:2] + edges[3:]) == []
+
+
+def test_the_walk_covers_the_core_and_every_plugin() -> None:
+    modules = module_files()
+    assert "dranet_cloud.ipam.sqlite" in modules and "dranet_cloud.testing" in modules
+    plugins = {name.split(".")[0] for name in modules if name.startswith("dranet_cloud_")}
+    assert len(plugins) == len(list(ROOT.glob("plugins/*/dranet_cloud_*"))) >= 7
+    edges = import_edges(modules)
+    assert any(e.source == "dranet_cloud.host" and e.target == "dranet_cloud.nic" for e in edges)
+    assert {e.kind for e in edges} == {"module", "function", "typing"}
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    found = circles(import_edges(module_files()))
+    assert not found, (
+        "import circles (break each by moving what both sides need into a module of its "
+        "own, or by passing it in):\n" + "\n".join(describe(c) for c in found)
+    )
