@@ -2,7 +2,7 @@
 
 DRANET's Go daemon reads and writes these documents unchanged, so they follow
 its Go structs (``pkg/apis/types.go``), in the shape DRANET ships today
-(*gen2*, REFERENCE.md section 1) while still reading what it shipped before
+(*gen2*, since DRANET PR #241 merged) while still reading what it shipped before
 (*gen1*: ``type: ipvlan``, ``unnumbered: true``, ipvlan ``l2``/``bridge``).
 A cluster in a rolling upgrade runs both generations against one provider,
 so every gen1 spelling is normalized on input and only gen2 is ever written.

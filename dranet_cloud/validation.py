@@ -5,8 +5,9 @@ Since DRANET PRs #317/#326 the node daemon defaults and validates the
 the profile's answer), so every answer this project gives must pass these
 rules, not only the user's claim.  The rules follow DRANET's
 ``pkg/apis/validation.go`` and ``defaults.go`` (checked against
-kubernetes-sigs/dranet main ``f258477``, PR #241 head ``8489a6a`` and
-REFERENCE.md "Validation" for the gen2 additions); each is named in
+kubernetes-sigs/dranet main ``f258477`` and PR #241 head ``8489a6a``; the
+gen2 additions, ``type``, ``addressing`` and ``ipvlan``, as PR #241 merged
+them); each is named in
 :data:`RULES` so tests and error messages can point at it.
 
 Parsing (:mod:`dranet_cloud.models`) already rejected what Go's JSON decoder

@@ -34,3 +34,27 @@ def test_server_extra_install_works_from_a_clone() -> None:
     """dranet-cloud is not on an index: the server doc must say the clone's form."""
     text = (ROOT / "docs" / "byodp-server.md").read_text()
     assert "pip install './[server]'" in text
+
+
+# Built so that this file does not cite it either.
+_OUTSIDE = re.compile(r"\b" + "REFERENCE" + r"(\.md|\s+section\b|\s+\")")
+
+
+def test_code_and_docs_cite_no_document_outside_the_repository() -> None:
+    """Facts are cited by their source (a DRANET PR or file, a Kubernetes file),
+    never by the maintainers' notes, which a reader of the code does not have."""
+    files = [
+        *DOCS,
+        *sorted(ROOT.glob("dranet_cloud/**/*.py")),
+        *sorted(ROOT.glob("plugins/*/**/*.py")),
+        *sorted(ROOT.glob("tests/**/*.py")),
+        *sorted(ROOT.glob("benchmarks/**/*.py")),
+    ]
+    citing = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _OUTSIDE.search(line)
+    ]
+    assert len(files) > 100
+    assert not citing, f"cite the DRANET PR or file (or the Kubernetes source) instead: {citing}"

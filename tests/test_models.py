@@ -22,7 +22,8 @@ from dranet_cloud.models import (
     parse_user_config,
 )
 
-# The full document of REFERENCE.md section 1 (gen2), as DRANET's Go code writes it.
+# A gen2 document with every field set, as DRANET's Go structs (pkg/apis/types.go
+# since PR #241) write it.
 DRANET_DOC = {
     "profile": "acme.com/overlay",
     "interface": {

@@ -2,7 +2,7 @@
 
 Each invalid case names the rule it breaks; the error must carry that rule's
 tag.  Rules checked against kubernetes-sigs/dranet ``pkg/apis/validation.go``
-(main f258477, PR #241 head 8489a6a) and REFERENCE.md "Validation".
+(main f258477, PR #241 head 8489a6a, and the gen2 fields as PR #241 merged them).
 """
 
 from __future__ import annotations

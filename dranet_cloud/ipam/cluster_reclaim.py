@@ -1,9 +1,12 @@
 """Reclaiming this project's IPAddress objects whose claims are gone, from any node.
 
 An ``IPAddress`` is cluster-scoped and its claim is namespaced, so it cannot
-carry an ownerReference and Kubernetes' garbage collector never deletes it
-(REFERENCE.md section 5).  A node that releases its claims deletes their
-objects; a node that vanished (deleted, reinstalled, its disk lost) cannot.
+carry an ownerReference and Kubernetes' garbage collector never deletes it (a
+cluster-scoped dependent of a namespaced owner has an unresolvable owner
+reference: kubernetes/website
+``content/en/docs/concepts/architecture/garbage-collection.md``).  A node
+that releases its claims deletes their objects; a node that vanished
+(deleted, reinstalled, its disk lost) cannot.
 So every collection in cluster scope also sweeps the cluster: the objects
 labelled ``ipaddress.kubernetes.io/managed-by: dranet-cloud.dra.net``
 whose claim the API proves gone are deleted, whichever node made them.

@@ -1,8 +1,10 @@
 """Reclaiming leaked allocations: free an address only when its claim is proven gone.
 
 DRANET never retries a release, so leaks are the provider's to reclaim
-(REFERENCE section 4).  Freeing the address of a claim that still runs hands
-it to a second pod: duplicate IPs, the worst outcome this project can cause.
+(``unprepareResourceClaim`` in DRANET's ``pkg/driver/dra_hooks.go`` logs a
+failed ``ReleaseProfileConfig`` and reports the claim unprepared).  Freeing
+the address of a claim that still runs hands it to a second pod: duplicate
+IPs, the worst outcome this project can cause.
 So the rule here is *proof, not absence of news*:
 
 * the Kubernetes API (:class:`KubernetesClaims`): a claim whose namespace and
@@ -30,8 +32,9 @@ Three guards against evidence from the wrong place or of the wrong size:
 * *the cluster*: a claim of another cluster is "gone" from this one, so an
   API that is not the node's own would free every live address.  The store
   records the identity of the cluster its claims came from (the
-  ``kube-system`` Namespace UID, REFERENCE section 5) at the first run that
-  reached an API, and a run whose API answers another UID frees nothing
+  ``kube-system`` Namespace UID, the ID that lasts the cluster's life in
+  Kubernetes KEP-2149, ``keps/sig-multicluster/2149-clusterid``) at the first
+  run that reached an API, and a run whose API answers another UID frees nothing
   (:class:`ClusterMismatch`, naming both UIDs and the kubeconfig);
 * *everything at once*: a run whose evidence says every claim of a store of
   :data:`FORCE_THRESHOLD` or more allocations is gone stops and asks for

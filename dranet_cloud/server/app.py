@@ -1,7 +1,9 @@
 """The BYODP webhook as a lean ASGI application around a started :class:`ProviderHost`.
 
-Paths, bodies and status codes are DRANET's (REFERENCE.md section 2), because
-the client is DRANET's Go daemon, unchanged:
+Paths, bodies and status codes are DRANET's (its client,
+``pkg/cloudprovider/webhook/webhook.go``; the gen2 profile body carrying the
+whole claim since DRANET PR #282), because the client is DRANET's Go daemon,
+unchanged:
 
 * ``GET /health`` -> ``{"cloudProvider": bool, "profileProvider": bool}``, the
   roles the host really has, or 503 with the reason when the IPAM store cannot

@@ -1,7 +1,7 @@
 """ASGI middleware in front of the BYODP endpoints: body cap, text checks, access log.
 
 It is plain ASGI rather than a Starlette ``BaseHTTPMiddleware`` because it must
-see the raw body before FastAPI does: to refuse an oversized body while it is
+see the raw body before the router parses it: to refuse an oversized body while it is
 still arriving (413, whatever ``Content-Length`` claims), to refuse strings
 that cannot be stored or echoed (unpaired UTF-16 surrogates), and to pick the
 claim UID out of a ``ProfileRequest`` for the access log even when the body is
@@ -90,7 +90,7 @@ def has_unpaired_surrogate(doc: Any) -> bool:
     except UnicodeEncodeError:
         return True
     except (ValueError, TypeError, RecursionError):
-        return False  # not ours to judge; FastAPI's validation reports it
+        return False  # not ours to judge; the router's validation reports it
     return False
 
 
@@ -218,7 +218,7 @@ class WebhookMiddleware:
                 try:
                     doc = json.loads(body)
                 except (ValueError, RecursionError):
-                    doc = None  # FastAPI answers 400 naming the position
+                    doc = None  # the router answers 400 naming the position
             if path in CLAIM_PATHS:
                 claim = claim_uid_of(doc)
             if doc is not None and has_unpaired_surrogate(doc):
