@@ -7,8 +7,9 @@ says what to fix.  lightkube brings the hard parts that must match kubectl
 (kubeconfig parsing, in-cluster service-account config with token rotation,
 TLS, pagination); this module adds the bounds:
 
-* a transport wrapper that gives every request at most the time left before
-  the call's deadline and reads bodies under a byte cap and the same deadline;
+* the bounds every HTTP client here shares (:mod:`dranet_cloud.httpdeadline`):
+  every socket call ends by the call's deadline, and a transport wrapper reads
+  each body under a byte cap and the same deadline before lightkube sees it;
 * a complete-list guarantee: :meth:`KubeClient.list_resource_claims` follows
   ``continue`` to the end, starts again on ``410 Expired`` a bounded number of
   times and raises on anything else, so a caller never mistakes a partial
