@@ -54,11 +54,11 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     from dranet_cloud.detection import NotThisCloud, confirm_probe
     from dranet_cloud.logsafe import safe
 
-    from .imds import DOCUMENT_PATH, ImdsSession
+    from .metadata_source import DOCUMENT_PATH, open_client
     from .snapshot import PLUGIN
 
     def probe() -> str:
-        with ImdsSession(context, deadline=timeout) as session:
+        with open_client(context, timeout=timeout) as session:
             raw = session.get(DOCUMENT_PATH)
             where = f"{session.endpoint.url}{DOCUMENT_PATH}"
             if raw is None:

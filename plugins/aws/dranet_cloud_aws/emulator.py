@@ -53,7 +53,13 @@ from dranet_cloud.testing import (
 )
 from dranet_cloud.testing.fixtures import load_fixture_json
 
-from .imds import ENDPOINT_ENV, SDK_ENDPOINT_ENV, TOKEN_HEADER, TOKEN_PATH, TOKEN_TTL_HEADER
+from .metadata_source import (
+    ENDPOINT_ENV,
+    SDK_ENDPOINT_ENV,
+    TOKEN_HEADER,
+    TOKEN_PATH,
+    TOKEN_TTL_HEADER,
+)
 
 DEFAULT_FIXTURE = "p5-sample.json"
 MAX_TOKEN_TTL = 21600

@@ -37,9 +37,9 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import imds
+    from . import metadata_source
 
-    return imds.load_instance(context, deadline)
+    return metadata_source.load_instance(context, deadline)
 
 
 @hookimpl
@@ -127,7 +127,7 @@ def sample_variants() -> list[str]:
 
 @hookimpl
 def plugin_settings() -> list[Setting]:
-    """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.imds`)."""
+    """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.metadata_source`)."""
     from dranet_cloud.settings import Setting
 
     return [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from dranet_cloud_aws.attributes import device_attributes
-from dranet_cloud_aws.imds import load_instance
+from dranet_cloud_aws.metadata_source import load_instance
 from dranet_cloud_aws.routing import (
     MAX_NETWORK_CARDS,
     RESERVED_TABLES,

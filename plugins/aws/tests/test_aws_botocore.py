@@ -13,7 +13,7 @@ from typing import Any
 import botocore.session as botocore_session  # type: ignore[import-untyped]
 import botocore.utils as botocore_utils  # type: ignore[import-untyped]
 import pytest
-from dranet_cloud_aws.imds import load_instance
+from dranet_cloud_aws.metadata_source import load_instance
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.testing import Emulator

@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
-from dranet_cloud_aws import imds
+from dranet_cloud_aws import metadata_source
 from dranet_cloud_aws.detection import confirm
 from dranet_cloud_aws.emulator import build_emulator, imds_tree
-from dranet_cloud_aws.imds import ImdsSession, load_instance
+from dranet_cloud_aws.metadata_source import ImdsSession, load_instance
 from dranet_cloud_aws.snapshot import ENI_KEYS, PLACEMENT_KEYS
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
@@ -222,7 +222,7 @@ def test_nothing_listening_is_unavailable_and_names_the_override() -> None:
 
 def test_unix_socket_endpoint(tmp_path: Path) -> None:
     with build_emulator(None, f"unix://{tmp_path}/imds.sock", None) as emu:
-        assert set(emu.env) == {imds.ENDPOINT_ENV}
+        assert set(emu.env) == {metadata_source.ENDPOINT_ENV}
         inst = load_instance(_ctx(emu), 5.0)
         assert len(inst.enis) == 4
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dranet_cloud_aws.imds import DOCUMENT_PATH, _document
+from dranet_cloud_aws.metadata_source import DOCUMENT_PATH, _document
 
 from dranet_cloud.metadata import MetadataNotADocument
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 from dranet_cloud_aws.detection import local_evidence
-from dranet_cloud_aws.imds import endpoint_for
+from dranet_cloud_aws.metadata_source import endpoint_from
 from dranet_cloud_aws.snapshot import AwsInstance, Eni, parse_listing, split_lines
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.metadata import Endpoint
 from dranet_cloud.testing import HostRootBuilder
 
 # --- parsing ----------------------------------------------------------------------
@@ -129,12 +130,14 @@ def test_other_clouds_and_bare_metal_are_not_evidence(tmp_path: Path) -> None:
 # --- endpoint -----------------------------------------------------------------------
 
 
-def _ctx(env: dict[str, str], **settings: str) -> ProviderContext:
-    return ProviderContext(env=env, options=ProviderOptions(settings=dict(settings)))
+def endpoint_for(env: dict[str, str], **settings: str) -> Endpoint:
+    """The endpoint the plugin's session uses for ``env`` and ``--set`` ``settings``."""
+    options = ProviderOptions(settings=dict(settings))
+    return endpoint_from(env, endpoint_mode=options.setting("aws.endpoint_mode"))
 
 
 def test_default_endpoint_is_ipv4_link_local() -> None:
-    ep = endpoint_for(_ctx({}))
+    ep = endpoint_for({})
     assert ep.url == "http://169.254.169.254" and ep.is_default
 
 
@@ -148,25 +151,23 @@ def test_default_endpoint_is_ipv4_link_local() -> None:
 def test_ipv6_mode_selects_the_nitro_ipv6_endpoint(
     env: dict[str, str], settings: dict[str, str]
 ) -> None:
-    assert endpoint_for(_ctx(env, **settings)).url == "http://[fd00:ec2::254]"
+    assert endpoint_for(env, **settings).url == "http://[fd00:ec2::254]"
 
 
 def test_setting_overrides_the_sdk_mode_variable() -> None:
-    ctx = _ctx({"AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE": "IPv6"}, **{"aws.endpoint_mode": "ipv4"})
-    assert endpoint_for(ctx).url == "http://169.254.169.254"
+    env = {"AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE": "IPv6"}
+    assert endpoint_for(env, **{"aws.endpoint_mode": "ipv4"}).url == "http://169.254.169.254"
 
 
 def test_overrides_win_ours_before_the_sdk_variable() -> None:
-    sdk = endpoint_for(_ctx({"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:8111/"}))
+    sdk = endpoint_for({"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:8111/"})
     assert sdk.url == "http://127.0.0.1:8111"
     assert sdk.source.startswith("AWS_EC2_METADATA_SERVICE_ENDPOINT=")
     both = endpoint_for(
-        _ctx(
-            {
-                "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:8111",
-                "DRANET_CLOUD_AWS_METADATA_ENDPOINT": "unix:///run/imds.sock",
-                "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE": "IPv6",
-            }
-        )
+        {
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:8111",
+            "DRANET_CLOUD_AWS_METADATA_ENDPOINT": "unix:///run/imds.sock",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE": "IPv6",
+        }
     )
     assert both.url == "unix:///run/imds.sock"

@@ -12,7 +12,7 @@ import logging
 
 from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
-from .instance import GceInstance
+from .snapshot import GceInstance
 
 DOMAIN = "gce.dra.net"
 MAX_STRING_BYTES = 64

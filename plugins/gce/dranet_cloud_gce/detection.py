@@ -43,8 +43,8 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the metadata root listing, bounded by ``timeout``."""
     from dranet_cloud.detection import NotThisCloud, confirm_probe
 
-    from .instance import PLUGIN
     from .metadata_source import BASE_PATH, FLAVOR_HEADER, FLAVOR_VALUE, open_client
+    from .snapshot import PLUGIN
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as client:

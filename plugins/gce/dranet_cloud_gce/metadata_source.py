@@ -22,7 +22,7 @@ from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
 
-from .instance import PLUGIN, GceInstance, parse_instance
+from .snapshot import PLUGIN, GceInstance, parse_instance
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
     from . import attributes
-    from .instance import GceInstance
+    from .snapshot import GceInstance
 
     if not isinstance(instance, GceInstance):
         return None
@@ -78,7 +78,7 @@ def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
     from . import routing
-    from .instance import GceInstance
+    from .snapshot import GceInstance
 
     if not isinstance(instance, GceInstance):
         return None
@@ -96,7 +96,7 @@ def profile_config(
     claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     from . import profile
-    from .instance import GceInstance
+    from .snapshot import GceInstance
 
     ours = instance if isinstance(instance, GceInstance) else None
     return profile.profile_config(context, ours, device, claim_uid, config, claim)

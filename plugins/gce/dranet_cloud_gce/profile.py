@@ -27,7 +27,7 @@ from dranet_cloud.subinterface import (
     subinterface_profile,
 )
 
-from .instance import PLUGIN, GceInstance, GceNic
+from .snapshot import PLUGIN, GceInstance, GceNic
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dranet_cloud.models import (
     RouteConfig,
 )
 
-from .instance import GceNic
+from .snapshot import GceNic
 
 SCOPE_LINK = 253  # RT_SCOPE_LINK
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import load_fixture
-from dranet_cloud_gce.instance import GceInstance, parse_instance
+from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
 from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures

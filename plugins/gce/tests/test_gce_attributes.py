@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.attributes import join_within
-from dranet_cloud_gce.instance import GceInstance, parse_instance
+from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
 from dranet_cloud.attributes import attribute_name_problem, validate_attributes
 from dranet_cloud.context import ProviderContext

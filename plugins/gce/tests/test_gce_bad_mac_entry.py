@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from dranet_cloud_gce.attributes import ATTR_NETWORK_NAME
 from dranet_cloud_gce.emulator import build_emulator
-from dranet_cloud_gce.instance import parse_instance
+from dranet_cloud_gce.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing.bad_mac import DescribeBadEntry

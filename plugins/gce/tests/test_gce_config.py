@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from dranet_cloud_gce import plugin
-from dranet_cloud_gce.instance import GceInstance, parse_instance
 from dranet_cloud_gce.routing import SCOPE_LINK, gce_mac_for_ipv4
+from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig

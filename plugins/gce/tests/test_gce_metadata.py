@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import build_emulator
-from dranet_cloud_gce.instance import GceInstance
 from dranet_cloud_gce.metadata_source import DEFAULT_ENDPOINT, endpoint_from
+from dranet_cloud_gce.snapshot import GceInstance
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.errors import ProviderUnavailable

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dranet_cloud_gce.instance import parse_instance
+from dranet_cloud_gce.snapshot import parse_instance
 
 
 @pytest.mark.parametrize(

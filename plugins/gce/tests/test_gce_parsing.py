@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dranet_cloud_gce.instance import parse_instance, parse_network, split_topology
 from dranet_cloud_gce.machines import gpudirect_for
+from dranet_cloud_gce.snapshot import parse_instance, parse_network, split_topology
 
 from dranet_cloud.models import DeviceIdentifiers
 

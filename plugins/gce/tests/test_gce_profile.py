@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from dranet_cloud_gce import plugin
-from dranet_cloud_gce.instance import GceInstance, parse_instance
 from dranet_cloud_gce.profile import SUBINTERFACE_MARKER
+from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import AddressConflict, ProfileDenied

@@ -97,20 +97,30 @@ def allow_imdsv1(context: ProviderContext) -> bool:
     return _flag(context.options.setting(SETTING_ALLOW_IMDSV1))
 
 
-def wants_ipv6(context: ProviderContext) -> bool:
-    mode = context.options.setting(SETTING_ENDPOINT_MODE)
-    if mode is None:
-        mode = context.env.get(SDK_ENDPOINT_MODE_ENV)
-    return (mode or "").strip().lower() == "ipv6"
+def endpoint_from(env: Mapping[str, str], *, endpoint_mode: str | None = None) -> Endpoint:
+    """The IMDS endpoint ``env`` selects (module docstring), with the variable that set it.
+
+    ``endpoint_mode`` is the ``aws.endpoint_mode`` setting: AWS is the one
+    cloud whose default endpoint also depends on a ``--set`` key, which wins
+    over ``AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE`` when given.
+    """
+    mode = endpoint_mode if endpoint_mode is not None else env.get(SDK_ENDPOINT_MODE_ENV)
+    default = DEFAULT_ENDPOINT_IPV6 if (mode or "").strip().lower() == "ipv6" else DEFAULT_ENDPOINT
+    return resolve_endpoint(env, default, (ENDPOINT_ENV, SDK_ENDPOINT_ENV))
 
 
-def endpoint_for(context: ProviderContext) -> Endpoint:
-    """Resolve the IMDS endpoint from ``context.env`` and settings (module docstring)."""
-    default = DEFAULT_ENDPOINT_IPV6 if wants_ipv6(context) else DEFAULT_ENDPOINT
-    return resolve_endpoint(context.env, default, (ENDPOINT_ENV, SDK_ENDPOINT_ENV))
+def open_client(context: ProviderContext, *, timeout: float | None) -> ImdsSession:
+    """An IMDS session for ``context`` whose requests all end within ``timeout`` seconds.
+
+    AWS's client is a session (:class:`ImdsSession`), not a bare
+    :class:`MetadataClient`: it may fall back to IMDSv1 and refetch keys whose
+    tokens were rejected.  ``timeout`` ``None`` leaves only each request's own
+    timeout (``--request-timeout``).
+    """
+    return ImdsSession(context, deadline=timeout)
 
 
-def make_client(endpoint: Endpoint, *, timeout: float, tokens: bool = True) -> MetadataClient:
+def _metadata_client(endpoint: Endpoint, *, timeout: float, tokens: bool = True) -> MetadataClient:
     return MetadataClient(
         endpoint,
         plugin=PLUGIN,
@@ -131,12 +141,14 @@ class ImdsSession:
     """
 
     def __init__(self, context: ProviderContext, *, deadline: float | None) -> None:
-        self.endpoint = endpoint_for(context)
+        self.endpoint = endpoint_from(
+            context.env, endpoint_mode=context.options.setting(SETTING_ENDPOINT_MODE)
+        )
         self.allow_v1 = allow_imdsv1(context)
         self.timeout = context.options.request_timeout
         self.until = None if deadline is None else time.monotonic() + deadline
         self.version = 2
-        self.client = make_client(self.endpoint, timeout=self.timeout)
+        self.client = _metadata_client(self.endpoint, timeout=self.timeout)
         self._lock = threading.Lock()
         self._earlier_requests = 0  # sent by the IMDSv2 client before a downgrade
         self._retired: list[MetadataClient] = []
@@ -186,7 +198,7 @@ class ImdsSession:
             )
             old = self.client
             self._earlier_requests += old.request_count
-            self.client = make_client(self.endpoint, timeout=self.timeout, tokens=False)
+            self.client = _metadata_client(self.endpoint, timeout=self.timeout, tokens=False)
             self.version = 1
             self._retired.append(old)  # closed with the session: a thread may still use it
 
@@ -303,7 +315,7 @@ _DOCUMENT_SHAPES: dict[str, tuple[str, re.Pattern[str]]] = {
 
 def load_instance(context: ProviderContext, deadline: float) -> AwsInstance:
     """Read the identity document, placement and every ENI into a snapshot."""
-    with ImdsSession(context, deadline=deadline) as session:
+    with open_client(context, timeout=deadline) as session:
         # The document alone first: it settles the token (or the IMDSv1
         # fallback) before the concurrent waves share it.
         document = _document(session.get(DOCUMENT_PATH), session.endpoint.url)
