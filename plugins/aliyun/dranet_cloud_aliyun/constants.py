@@ -7,6 +7,8 @@ emulator must agree with the client on every one of them.
 
 from __future__ import annotations
 
+import re
+
 PLUGIN = "aliyun"
 
 # DRANET's attribute domain for Alibaba Cloud (pkg/cloudprovider/alibaba).
@@ -26,6 +28,9 @@ TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 TOKEN_TTL_SECONDS = 21600  # the ECS maximum, and what DRANET asks for
 
 METADATA_ROOT = "/latest/meta-data"
+
+# ECS instance ids: "i-" and lower-case alphanumerics (i-bp1h4adlltjc1d48goaq).
+INSTANCE_ID = re.compile(r"^i-[0-9a-z]{4,}$")
 
 # `bonding/mode` of an LACP bond (the kernel prints "802.3ad 4").
 LACP_MODE = "802.3ad"

@@ -12,16 +12,12 @@ the override variable in its message (the rule of
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from .constants import DMI_PRODUCT_NAME, METADATA_ROOT, PLUGIN
+from .constants import DMI_PRODUCT_NAME, INSTANCE_ID, METADATA_ROOT, PLUGIN
 
 if TYPE_CHECKING:
     from dranet_cloud.context import ProviderContext
-
-# ECS instance ids: "i-" and lower-case alphanumerics (i-bp1h4adlltjc1d48goaq).
-INSTANCE_ID = re.compile(r"^i-[0-9a-z]{4,}$")
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -37,10 +33,10 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     from dranet_cloud.detection import NotThisCloud, confirm_probe
     from dranet_cloud.logsafe import safe
 
-    from .session import open_client
+    from .metadata_source import open_client
 
     def probe() -> str:
-        with open_client(context.env, timeout=timeout) as client:
+        with open_client(context, timeout=timeout) as client:
             path = f"{METADATA_ROOT}/instance-id"
             instance_id = client.get_text(path, deadline=timeout).strip()
             if not INSTANCE_ID.match(instance_id):

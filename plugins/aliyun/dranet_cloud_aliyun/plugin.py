@@ -1,7 +1,7 @@
 """Hook implementations of the Alibaba Cloud (ECS) plugin.
 
 Thin on purpose: each hook hands over to the module that holds the logic
-(detection, loader, attributes, routing, profile, emulator, sample_hosts).
+(detection, metadata_source, attributes, routing, profile, emulator, sample).
 Nothing is kept at module level; the snapshot the host passes back carries
 all the state.
 """
@@ -49,11 +49,9 @@ def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from .loader import load_instance
-    from .session import open_client
+    from .metadata_source import load_instance
 
-    with open_client(context.env, timeout=context.options.request_timeout) as client:
-        return load_instance(client, deadline)
+    return load_instance(context, deadline)
 
 
 @hookimpl
@@ -126,9 +124,9 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 
 @hookimpl
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    from . import sample_hosts
+    from .sample import build_sample_host
 
-    return sample_hosts.sample_host(dest, variant)
+    return build_sample_host(dest, variant)
 
 
 @hookimpl

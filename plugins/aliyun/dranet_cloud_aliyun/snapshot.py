@@ -1,7 +1,7 @@
 """The instance snapshot: what the ECS metadata service says about this VM.
 
 The snapshot is built once from flat ``path -> text`` answers (see
-:mod:`.loader`) and then serves every later hook without network I/O.  NICs
+:mod:`.metadata_source`) and then serves every later hook without network I/O.  NICs
 are keyed by normalized MAC, because ECS lists them by MAC and that is the
 only identifier the metadata shares with the kernel.
 """

@@ -7,10 +7,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from dranet_cloud_aliyun import loader, plugin
+from dranet_cloud_aliyun import metadata_source, plugin
 from dranet_cloud_aliyun.constants import ENDPOINT_ENV, TOKEN_HEADER
 from dranet_cloud_aliyun.emulator import EcsMetadataHandler, build_emulator
-from dranet_cloud_aliyun.session import endpoint_from, open_client
+from dranet_cloud_aliyun.metadata_source import endpoint_from, load_from, open_client
 from dranet_cloud_aliyun.snapshot import AliyunInstance
 
 from dranet_cloud.context import ProviderContext, SampleHost
@@ -87,12 +87,12 @@ def test_no_metadata_get_without_a_token(
 def test_expired_token_is_refreshed_on_401(
     ecs_emulator: Emulator, ecs_handler: EcsMetadataHandler
 ) -> None:
-    with open_client(ecs_emulator.env) as client:
-        first = loader.load_instance(client, deadline=5.0)
+    with open_client(ProviderContext(env=ecs_emulator.env), timeout=2.0) as client:
+        first = load_from(client, deadline=5.0)
         # The metadata service restarts: every token it issued is gone.
         ecs_handler.issuer.expire_all()
         before = len(ecs_emulator.log)
-        second = loader.load_instance(client, deadline=5.0)
+        second = load_from(client, deadline=5.0)
     assert second == first
     assert ecs_handler.issuer.issued == 2  # one refresh, shared by the concurrent GETs
     stale = {r.headers[TOKEN_HEADER] for r in ecs_emulator.log[:before] if r.method == "GET"}
@@ -113,7 +113,7 @@ def test_tokens_expiring_every_few_uses_are_refreshed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # One request at a time, so "every 7 uses" expires at predictable points.
-    monkeypatch.setattr(loader, "MAX_WORKERS", 1)
+    monkeypatch.setattr(metadata_source, "MAX_WORKERS", 1)
     ecs_emulator.faults.load("expire-tokens-every=7")
     inst = plugin.instance_properties(context=erdma_context, deadline=5.0)
     assert isinstance(inst, AliyunInstance)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dranet_cloud_aliyun.loader import parse_mac_listing
+from dranet_cloud_aliyun.metadata_source import parse_mac_listing
 from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic, parse_address_list
 
 from dranet_cloud.models import DeviceIdentifiers

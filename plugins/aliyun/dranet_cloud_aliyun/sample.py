@@ -131,7 +131,7 @@ def bond_host(dest: Path) -> SampleHost:
     )
 
 
-def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+def build_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     """The variant's host root written under ``dest``; ``None`` for unknown variants."""
     key = (variant or DEFAULT_VARIANT).strip().lower()
     if key in ("default", "erdma"):

@@ -1,9 +1,18 @@
-"""Loading the instance snapshot from the ECS metadata service.
+"""Talking to the ECS metadata service: where it is, a token session on it, loading.
 
-Two rounds of concurrent GETs: the instance keys together with the NIC
-listing, then every key of every NIC at once.  A GPU instance has a handful
-of ENIs and a dozen keys each, so this is a few dozen small requests sharing
-one token and one deadline instead of a long serial walk.
+The endpoint is ``http://100.100.100.200`` (what DRANET's
+pkg/cloudprovider/alibaba/alibaba.go asks), moved by
+``DRANET_CLOUD_ALIYUN_METADATA_ENDPOINT`` (a URL or ``unix:///path``).
+
+ECS "hardened mode" refuses metadata GETs without a session token, so every
+client this plugin opens carries a :class:`TokenSpec`: the shared client PUTs
+``/latest/api/token`` once, reuses the token for every GET, refreshes it
+before it expires or once on a 401, and never logs it.
+
+Loading takes two rounds of concurrent GETs: the instance keys together with
+the NIC listing, then every key of every NIC at once.  A GPU instance has a
+handful of ENIs and a dozen keys each, so this is a few dozen small requests
+sharing one token and one deadline instead of a long serial walk.
 """
 
 from __future__ import annotations
@@ -11,22 +20,43 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Mapping
 
+from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.hwaddr import entry_mac, no_usable_nic
 from dranet_cloud.logsafe import safe
 from dranet_cloud.metadata import (
+    Endpoint,
     MetadataClient,
     MetadataError,
     MetadataNotADocument,
+    TokenSpec,
     require_shape,
+    resolve_endpoint,
 )
 
-from .constants import METADATA_ROOT, PLUGIN
-from .detection import INSTANCE_ID
+from .constants import (
+    DEFAULT_ENDPOINT,
+    ENDPOINT_ENV,
+    INSTANCE_ID,
+    METADATA_ROOT,
+    PLUGIN,
+    TOKEN_HEADER,
+    TOKEN_PATH,
+    TOKEN_TTL_HEADER,
+    TOKEN_TTL_SECONDS,
+)
 from .snapshot import NIC_KEYS, AliyunInstance, AliyunNic
 
 log = logging.getLogger(__name__)
+
+TOKEN_SPEC = TokenSpec(
+    path=TOKEN_PATH,
+    ttl_header=TOKEN_TTL_HEADER,
+    token_header=TOKEN_HEADER,
+    ttl_seconds=TOKEN_TTL_SECONDS,
+)
 
 INSTANCE_KEYS: dict[str, str] = {
     "instance_id": "instance-id",
@@ -36,6 +66,27 @@ INSTANCE_KEYS: dict[str, str] = {
 }
 MACS_PATH = f"{METADATA_ROOT}/network/interfaces/macs/"
 MAX_WORKERS = 16
+
+
+def endpoint_from(env: Mapping[str, str]) -> Endpoint:
+    """``DRANET_CLOUD_ALIYUN_METADATA_ENDPOINT`` (URL or ``unix:///path``), else the default."""
+    return resolve_endpoint(env, DEFAULT_ENDPOINT, [ENDPOINT_ENV])
+
+
+def open_client(context: ProviderContext, *, timeout: float) -> MetadataClient:
+    """A metadata client with a token session for the endpoint ``context.env`` selects.
+
+    ``timeout`` bounds each request.
+    """
+    return MetadataClient(
+        endpoint_from(context.env), plugin=PLUGIN, token=TOKEN_SPEC, timeout=timeout
+    )
+
+
+def load_instance(context: ProviderContext, deadline: float) -> AliyunInstance:
+    """The snapshot, over a fresh client, retrying until ``deadline`` seconds have passed."""
+    with open_client(context, timeout=context.options.request_timeout) as client:
+        return load_from(client, deadline)
 
 
 def _path(key: str) -> str:
@@ -119,8 +170,9 @@ def check_identity(client: MetadataClient, values: dict[str, str | None]) -> Non
         )
 
 
-def load_instance(client: MetadataClient, deadline: float) -> AliyunInstance:
-    """Fetch and parse the snapshot, retrying until ``deadline`` seconds have passed."""
+def load_from(client: MetadataClient, deadline: float) -> AliyunInstance:
+    """Fetch and parse the snapshot over ``client`` (its token session is reused),
+    retrying until ``deadline`` seconds have passed."""
     until = time.monotonic() + deadline
     first = _round(client, [_path(k) for k in INSTANCE_KEYS.values()] + [MACS_PATH], until)
     listing = f"the NIC listing {client.endpoint.url}{MACS_PATH}"
