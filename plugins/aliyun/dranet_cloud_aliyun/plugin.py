@@ -132,9 +132,9 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 @hookimpl
 def sample_variants() -> list[str]:
     """The eRDMA node (the default) and the LACP-bond node with eflo ranges."""
-    from . import sample_hosts
+    from .sample import VARIANTS
 
-    return list(sample_hosts.VARIANTS)
+    return list(VARIANTS)
 
 
 @hookimpl
