@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..hwaddr import normalize_mac
-from ..kvp import DEFAULT_POOL_PATH as DEFAULT_KVP_POOL
-from ..kvp import encode_pool
 
 __all__ = ["HostRootBuilder"]
 
@@ -183,16 +180,9 @@ class HostRootBuilder:
         self._routes6.append((net, via, metric, ifname))
         return self
 
-    def file(self, absolute: str, content: str) -> HostRootBuilder:
-        """Any other file (``/proc/cmdline``...), written verbatim."""
+    def file(self, absolute: str, content: str | bytes) -> HostRootBuilder:
+        """Any other file (``/proc/cmdline``, a binary pool file...), written verbatim."""
         self._files[absolute] = content
-        return self
-
-    def kvp_pool(
-        self, records: Iterable[tuple[str, str]], absolute: str = DEFAULT_KVP_POOL
-    ) -> HostRootBuilder:
-        """A Hyper-V KVP pool file (512-byte keys, 2048-byte values, NUL-padded)."""
-        self._files[absolute] = encode_pool(records)
         return self
 
     def link(self, absolute: str, target: str) -> HostRootBuilder:

@@ -4,7 +4,7 @@ Thin on purpose: each hook hands over to the module that holds the logic.
 The metadata client (httpx) and the pydantic models are imported inside the
 hooks that need them, so loading the plugin for local evidence (every CLI
 command, every auto-detection) imports neither.  The profile role serves one
-profile, ``azure-ipoib`` (see :mod:`.ipoib`): an InfiniBand NIC's address
+profile, ``azure-ipoib`` (see :mod:`.profile`): an InfiniBand NIC's address
 from the Hyper-V KVP pool, which DRANET's own Azure provider does not offer.
 """
 
@@ -35,23 +35,21 @@ def _ours(instance: InstanceSnapshot | None) -> AzureInstance | None:
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context.host_root)
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context.env, timeout)
+    return detection.confirm(context, timeout)
 
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from .imds import load_instance, open_client
-    from .ipoib import settings
+    from . import metadata_source
+    from .profile import settings
 
     settings(context)  # a bad --set azure.* stops the start, not the first claim
-
-    with open_client(context.env, timeout=context.options.request_timeout) as client:
-        return load_instance(client, deadline)
+    return metadata_source.load_instance(context, deadline)
 
 
 @hookimpl
@@ -76,10 +74,10 @@ def device_config(
 def profile_config(
     context: ProviderContext, device: DeviceIdentifiers, config: NetworkConfig
 ) -> NetworkConfig | None:
-    """The azure-ipoib answer (see :mod:`.ipoib`): it needs no other argument."""
-    from . import ipoib
+    """The azure-ipoib answer (see :mod:`.profile`): it needs no other argument."""
+    from . import profile
 
-    return ipoib.profile_config(context, device, config)
+    return profile.profile_config(context, device, config)
 
 
 @hookimpl
@@ -90,7 +88,7 @@ def release_profile_config() -> bool:
 
 @hookimpl
 def plugin_settings() -> list[Setting]:
-    """The ``azure-ipoib`` profile's settings (see :mod:`.ipoib`)."""
+    """The ``azure-ipoib`` profile's settings (see :mod:`.profile`)."""
     from dranet_cloud.settings import Setting
 
     return [
@@ -111,9 +109,9 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 
 @hookimpl
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    from . import sample_hosts
+    from . import sample
 
-    return sample_hosts.sample_host(dest, variant)
+    return sample.sample_host(dest, variant)
 
 
 @hookimpl

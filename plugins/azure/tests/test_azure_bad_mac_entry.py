@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from dranet_cloud_azure.emulator import build_emulator
-from dranet_cloud_azure.sample_hosts import ETH0
+from dranet_cloud_azure.sample import ETH0
 from dranet_cloud_azure.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost

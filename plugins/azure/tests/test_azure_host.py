@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dranet_cloud_azure.emulator import build_emulator
-from dranet_cloud_azure.sample_hosts import ETH0, IB_NICS, VF
+from dranet_cloud_azure.sample import ETH0, IB_NICS, VF
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.models import NetworkConfig

@@ -41,7 +41,6 @@ from pathlib import Path
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderUnavailable
 from dranet_cloud.hwaddr import IPOIB_SIZE, HardwareAddr, parse_bare_hex, parse_hwaddr
-from dranet_cloud.kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, read_pool
 from dranet_cloud.logsafe import safe
 from dranet_cloud.models import (
     TYPE_IPVLAN,
@@ -53,6 +52,7 @@ from dranet_cloud.models import (
 from dranet_cloud.nic import resolve_nic
 
 from .constants import PLUGIN
+from .kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, read_pool
 
 PROFILE = "azure-ipoib"
 KVP_KEY = "IPoIB_Data"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
 
@@ -38,19 +39,20 @@ def endpoint_from(env: Mapping[str, str]) -> Endpoint:
     return resolve_endpoint(env, DEFAULT_ENDPOINT, [ENDPOINT_ENV])
 
 
-def open_client(env: Mapping[str, str], *, timeout: float = 2.0) -> MetadataClient:
+def open_client(context: ProviderContext, *, timeout: float) -> MetadataClient:
     """A client that sends ``Metadata: true`` on every request."""
     return MetadataClient(
-        endpoint_from(env),
+        endpoint_from(context.env),
         plugin=PLUGIN,
         headers={METADATA_HEADER: METADATA_HEADER_VALUE},
         timeout=timeout,
     )
 
 
-def load_instance(client: MetadataClient, deadline: float) -> AzureInstance:
+def load_instance(context: ProviderContext, deadline: float) -> AzureInstance:
     """The instance document, retried (5xx, 429, no answer) until ``deadline`` seconds."""
-    document = client.get_json(INSTANCE_PATH, params=JSON_PARAMS, deadline=deadline)
+    with open_client(context, timeout=context.options.request_timeout) as client:
+        document = client.get_json(INSTANCE_PATH, params=JSON_PARAMS, deadline=deadline)
     try:
         instance = parse_instance(document, endpoint=client.endpoint.url)
     except ValueError as exc:

@@ -11,9 +11,10 @@ import pytest
 from dranet_cloud_azure.attributes import ipv4_subnet
 from dranet_cloud_azure.detection import confirm, local_evidence
 from dranet_cloud_azure.emulator import build_emulator
-from dranet_cloud_azure.imds import load_instance, open_client
+from dranet_cloud_azure.metadata_source import load_instance
 from dranet_cloud_azure.snapshot import parse_instance
 
+from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.metadata import MetadataUnavailable
@@ -60,8 +61,7 @@ def test_imds_tree_json_and_text(azure_emulator: Emulator) -> None:
 
 
 def test_load_sends_one_request_and_parses_the_fixture(azure_emulator: Emulator) -> None:
-    with open_client(azure_emulator.env) as client:
-        inst = load_instance(client, deadline=5.0)
+    inst = load_instance(ProviderContext(env=azure_emulator.env), deadline=5.0)
     assert len(azure_emulator.log) == 1
     assert (inst.vm_size, inst.placement_group_id) == (
         "Standard_ND96isr_H100_v5",
@@ -75,8 +75,8 @@ def test_load_sends_one_request_and_parses_the_fixture(azure_emulator: Emulator)
 
 @pytest.mark.parametrize("faults", ["status=503,429,500", "drop=2", "unavailable-for=0.4"])
 def test_load_rides_out_a_booting_or_throttling_imds(faults: str) -> None:
-    with build_emulator(None, "127.0.0.1:0", faults) as emu, open_client(emu.env) as client:
-        inst = load_instance(client, deadline=10.0)
+    with build_emulator(None, "127.0.0.1:0", faults) as emu:
+        inst = load_instance(ProviderContext(env=emu.env), deadline=10.0)
     assert inst.vm_size == "Standard_ND96isr_H100_v5"
     assert emu.log[-1].status == 200 and len(emu.log) > 1
 
@@ -85,30 +85,29 @@ def test_load_rides_out_a_booting_or_throttling_imds(faults: str) -> None:
 def test_a_broken_answer_is_an_error_naming_the_plugin(faults: str) -> None:
     with (
         build_emulator(None, "127.0.0.1:0", faults) as emu,
-        open_client(emu.env) as client,
         pytest.raises(ProviderUnavailable, match="azure"),
     ):
-        load_instance(client, deadline=2.0)
+        load_instance(ProviderContext(env=emu.env), deadline=2.0)
 
 
 def test_delay_beyond_the_deadline_is_unavailable() -> None:
     with (
         build_emulator(None, "127.0.0.1:0", "delay=3") as emu,
-        open_client(emu.env, timeout=0.2) as client,
         pytest.raises(MetadataUnavailable),
     ):
-        load_instance(client, deadline=0.5)
+        options = ProviderOptions(request_timeout=0.2)
+        load_instance(ProviderContext(env=emu.env, options=options), deadline=0.5)
 
 
 def test_confirm_answers_and_refuses(azure_emulator: Emulator, tmp_path: Path) -> None:
-    got = confirm(azure_emulator.env, 2.0)
+    got = confirm(ProviderContext(env=azure_emulator.env), 2.0)
     assert got is not None and azure_emulator.url in got
     req = azure_emulator.log[0]
     assert (
         req.query == {"api-version": [V], "format": ["text"]} and req.headers["Metadata"] == "true"
     )
     with build_emulator(None, "127.0.0.1:0", "status=404") as emu:
-        assert confirm(emu.env, 2.0) is None  # something answered, not IMDS
+        assert confirm(ProviderContext(env=emu.env), 2.0) is None  # something answered, not IMDS
 
 
 def test_local_evidence_reads_only_the_asset_tag(tmp_path: Path) -> None:
@@ -116,11 +115,11 @@ def test_local_evidence_reads_only_the_asset_tag(tmp_path: Path) -> None:
     dmi.mkdir(parents=True)
     (dmi / "chassis_asset_tag").write_text("7783-7084-3265-9085-8269-3286-77\n")
     assert (
-        local_evidence(HostRoot(tmp_path))
+        local_evidence(ProviderContext(host_root=HostRoot(tmp_path)))
         == "DMI chassis_asset_tag=7783-7084-3265-9085-8269-3286-77"
     )
     (dmi / "chassis_asset_tag").write_text("OracleCloud.com\n")
-    assert local_evidence(HostRoot(tmp_path)) is None
+    assert local_evidence(ProviderContext(host_root=HostRoot(tmp_path))) is None
 
 
 def test_parsing_is_lenient_where_dranet_is(caplog: pytest.LogCaptureFixture) -> None:
@@ -166,9 +165,10 @@ def test_bad_fault_spec_is_refused() -> None:
 
 def test_unix_socket_endpoint(tmp_path: Path) -> None:
     sock = tmp_path / "imds.sock"
-    with build_emulator(None, f"unix://{sock}") as emu, open_client(emu.env) as client:
+    with build_emulator(None, f"unix://{sock}") as emu:
         assert emu.env == {"DRANET_CLOUD_AZURE_METADATA_ENDPOINT": f"unix://{sock}"}
-        assert load_instance(client, deadline=2.0).vm_id == "3f8a2c61-5b0e-4d97-a1c4-9e7d2b6f0c38"
+        inst = load_instance(ProviderContext(env=emu.env), deadline=2.0)
+        assert inst.vm_id == "3f8a2c61-5b0e-4d97-a1c4-9e7d2b6f0c38"
 
 
 @pytest.mark.parametrize(

@@ -19,19 +19,19 @@ from typing import Any
 
 import httpx
 import pytest
-from dranet_cloud_azure.ipoib import (
+from dranet_cloud_azure.kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, encode_pool
+from dranet_cloud_azure.profile import (
     KVP_KEY,
     PROFILE,
     kvp_mac,
     parse_ipoib_data,
 )
-from dranet_cloud_azure.sample_hosts import ETH0, IB_ADDRESSES, IB_NICS, kvp_records
+from dranet_cloud_azure.sample import ETH0, IB_ADDRESSES, IB_NICS, kvp_records
 
 from dranet_cloud.context import ProviderOptions, SampleHost
 from dranet_cloud.errors import ConfigError
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.hwaddr import parse_hwaddr
-from dranet_cloud.kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, encode_pool
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.nic import dra_pci_name
 from dranet_cloud.testing import Emulator

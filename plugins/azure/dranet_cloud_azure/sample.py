@@ -25,7 +25,8 @@ from dranet_cloud.hwaddr import format_bare_hex, parse_hwaddr
 from dranet_cloud.testing import HostRootBuilder
 
 from .constants import DMI_CHASSIS_ASSET_TAG, NETVSC_DRIVER
-from .ipoib import KVP_KEY, PROFILE, kvp_mac
+from .kvp import DEFAULT_POOL_PATH, encode_pool
+from .profile import KVP_KEY, PROFILE, kvp_mac
 
 ETH0 = "eth0"
 ETH0_MAC = "00:0d:3a:4f:2b:1c"
@@ -92,7 +93,7 @@ def nd_h100_v5_host(dest: Path) -> SampleHost:
     for name, hwaddr, pci, ib in IB_NICS:
         builder.nic(name, hwaddr, mtu=2044, pci=pci, driver="mlx5_core")
         builder.infiniband(ib, pci)
-    builder.kvp_pool(kvp_records())
+    builder.file(DEFAULT_POOL_PATH, encode_pool(kvp_records()))
     root = builder.build()
     return SampleHost(
         root=root,

@@ -7,10 +7,12 @@ rewrites records in place, so neither the file's size nor its mtime says
 whether a value changed: a reader re-reads the whole file when it needs a
 fresh view.
 
-A plugin reads a pool through :func:`read_pool` (byte-limited) and
-:func:`decode_pool` (refuses a file that is not whole records: a truncated
-file is an error, never a shorter answer); tests and sample hosts write one
-with :func:`encode_pool`.
+The ``azure-ipoib`` profile (:mod:`.profile`) reads the pool through
+:func:`read_pool` (byte-limited) and :func:`decode_pool` (refuses a file
+that is not whole records: a truncated file is an error, never a shorter
+answer); the sample host and the tests write one with :func:`encode_pool`.
+Azure is the only cloud whose facts arrive this way, so the format lives in
+this plugin, not in the core.
 """
 
 from __future__ import annotations
