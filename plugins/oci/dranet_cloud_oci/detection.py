@@ -10,28 +10,30 @@ override variable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.lazylog import LazyLogger
 
 from .constants import DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
 
+if TYPE_CHECKING:
+    from dranet_cloud.context import ProviderContext
+
 log = LazyLogger(__name__)
 
 
-def local_evidence(host_root: HostRoot) -> str | None:
+def local_evidence(context: ProviderContext) -> str | None:
     """``DMI chassis_asset_tag=OracleCloud.com`` when DMI says so, else ``None``."""
-    return host_root.dmi_evidence("chassis_asset_tag", DMI_CHASSIS_ASSET_TAG)
+    return context.host_root.dmi_evidence("chassis_asset_tag", DMI_CHASSIS_ASSET_TAG)
 
 
-def confirm(env: Mapping[str, str], timeout: float) -> str | None:
+def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the instance document, bounded by ``timeout``."""
     from dranet_cloud.metadata import MetadataError, MetadataUnavailable
 
-    from .imds import open_client
+    from .metadata_source import open_client
 
-    with open_client(env, timeout=timeout) as client:
+    with open_client(context, timeout=timeout) as client:
         try:
             document = client.get_json(INSTANCE_PATH)
         except MetadataUnavailable:

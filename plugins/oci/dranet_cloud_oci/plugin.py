@@ -26,20 +26,19 @@ if TYPE_CHECKING:
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context.host_root)
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context.env, timeout)
+    return detection.confirm(context, timeout)
 
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from .imds import load_instance, open_client
+    from . import metadata_source
 
-    with open_client(context.env, timeout=context.options.request_timeout) as client:
-        return load_instance(client, deadline)
+    return metadata_source.load_instance(context, deadline)
 
 
 @hookimpl
@@ -70,9 +69,9 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 
 @hookimpl
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    from . import sample_hosts
+    from . import sample
 
-    return sample_hosts.sample_host(dest, variant)
+    return sample.sample_host(dest, variant)
 
 
 @hookimpl

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from dranet_cloud_oci.emulator import build_emulator, load_fixture
-from dranet_cloud_oci.sample_hosts import sample_host
+from dranet_cloud_oci.sample import sample_host
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator

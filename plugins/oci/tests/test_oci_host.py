@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from dranet_cloud_oci.emulator import build_emulator
-from dranet_cloud_oci.sample_hosts import ETH0, RDMA_NICS
+from dranet_cloud_oci.sample import ETH0, RDMA_NICS
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator

@@ -8,8 +8,9 @@ import httpx
 import pytest
 from dranet_cloud_oci.detection import confirm, local_evidence
 from dranet_cloud_oci.emulator import build_emulator
-from dranet_cloud_oci.imds import load_instance, open_client
+from dranet_cloud_oci.metadata_source import load_instance
 
+from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.testing import Emulator
@@ -38,8 +39,7 @@ def test_imds_v2_documents_and_leaves(oci_emulator: Emulator) -> None:
 
 
 def test_load_is_one_round_of_three_requests(oci_emulator: Emulator) -> None:
-    with open_client(oci_emulator.env) as client:
-        inst = load_instance(client, deadline=5.0)
+    inst = load_instance(ProviderContext(env=oci_emulator.env), deadline=5.0)
     assert sorted(r.path for r in oci_emulator.log) == [
         "/opc/v2/host/",
         "/opc/v2/instance/",
@@ -54,15 +54,15 @@ def test_a_fixture_without_host_or_vnics_is_served_as_404(tmp_path: Path) -> Non
     fixture.write_text(
         '{"instance": {"id": "ocid1.instance.oc1.iad.vm1", "shape": "VM.Standard3.Flex"}}'
     )
-    with build_emulator(fixture) as emu, open_client(emu.env) as client:
-        inst = load_instance(client, deadline=2.0)
+    with build_emulator(fixture) as emu:
+        inst = load_instance(ProviderContext(env=emu.env), deadline=2.0)
     assert inst.vnics == [] and "answered 404" in inst.topology_note
 
 
 @pytest.mark.parametrize("faults", ["status=503,500,429", "drop=2", "unavailable-for=0.4"])
 def test_load_rides_out_a_booting_imds(faults: str) -> None:
-    with build_emulator(None, "127.0.0.1:0", faults) as emu, open_client(emu.env) as client:
-        inst = load_instance(client, deadline=10.0)
+    with build_emulator(None, "127.0.0.1:0", faults) as emu:
+        inst = load_instance(ProviderContext(env=emu.env), deadline=10.0)
     assert inst.hpc_island_id and len(emu.log) > 3
 
 
@@ -70,31 +70,31 @@ def test_load_rides_out_a_booting_imds(faults: str) -> None:
 def test_a_broken_answer_is_an_error_naming_the_plugin(faults: str) -> None:
     with (
         build_emulator(None, "127.0.0.1:0", faults) as emu,
-        open_client(emu.env) as client,
         pytest.raises(ProviderUnavailable, match="oci"),
     ):
-        load_instance(client, deadline=2.0)
+        load_instance(ProviderContext(env=emu.env), deadline=2.0)
 
 
 def test_confirm_answers_and_refuses(oci_emulator: Emulator, tmp_path: Path) -> None:
-    got = confirm(oci_emulator.env, 2.0)
+    got = confirm(ProviderContext(env=oci_emulator.env), 2.0)
     assert got is not None and oci_emulator.url in got
     assert oci_emulator.log[0].headers["Authorization"] == "Bearer Oracle"
     with build_emulator(None, "127.0.0.1:0", "status=404") as emu:
-        assert confirm(emu.env, 2.0) is None
+        assert confirm(ProviderContext(env=emu.env), 2.0) is None
     fixture = tmp_path / "other.json"
     fixture.write_text('{"instance": {"id": "i-0123456789abcdef0"}}')
     with build_emulator(fixture) as emu:
-        assert confirm(emu.env, 2.0) is None  # answers, but no instance OCID
+        assert confirm(ProviderContext(env=emu.env), 2.0) is None  # answers, but no instance OCID
 
 
 def test_local_evidence_reads_only_the_asset_tag(tmp_path: Path) -> None:
     dmi = tmp_path / "sys/class/dmi/id"
     dmi.mkdir(parents=True)
     (dmi / "chassis_asset_tag").write_text("OracleCloud.com\n")
-    assert local_evidence(HostRoot(tmp_path)) == "DMI chassis_asset_tag=OracleCloud.com"
+    evidence = local_evidence(ProviderContext(host_root=HostRoot(tmp_path)))
+    assert evidence == "DMI chassis_asset_tag=OracleCloud.com"
     (dmi / "chassis_asset_tag").write_text("7783-7084-3265-9085-8269-3286-77\n")
-    assert local_evidence(HostRoot(tmp_path)) is None
+    assert local_evidence(ProviderContext(host_root=HostRoot(tmp_path))) is None
 
 
 @pytest.mark.parametrize(

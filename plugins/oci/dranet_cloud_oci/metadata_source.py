@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
 
@@ -40,10 +41,10 @@ def endpoint_from(env: Mapping[str, str]) -> Endpoint:
     return resolve_endpoint(env, DEFAULT_ENDPOINT, [ENDPOINT_ENV])
 
 
-def open_client(env: Mapping[str, str], *, timeout: float = 2.0) -> MetadataClient:
+def open_client(context: ProviderContext, *, timeout: float) -> MetadataClient:
     """A client that sends ``Authorization: Bearer Oracle`` on every request."""
     return MetadataClient(
-        endpoint_from(env),
+        endpoint_from(context.env),
         plugin=PLUGIN,
         headers={AUTH_HEADER: AUTH_VALUE},
         timeout=timeout,
@@ -62,10 +63,11 @@ def _json(client: MetadataClient, path: str, text: str | None) -> Any:
         ) from exc
 
 
-def load_instance(client: MetadataClient, deadline: float) -> OciInstance:
+def load_instance(context: ProviderContext, deadline: float) -> OciInstance:
     """The three documents, retried (5xx, 429, no answer) until ``deadline`` seconds."""
     paths = [INSTANCE_PATH, HOST_PATH, VNICS_PATH]
-    answers = client.get_many(paths, deadline=deadline, max_workers=len(paths))
+    with open_client(context, timeout=context.options.request_timeout) as client:
+        answers = client.get_many(paths, deadline=deadline, max_workers=len(paths))
     instance_doc = _json(client, INSTANCE_PATH, answers[INSTANCE_PATH])
     if not isinstance(instance_doc, dict):
         raise ProviderUnavailable(
