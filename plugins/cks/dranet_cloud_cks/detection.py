@@ -1,35 +1,35 @@
-"""The CKS plugin's local evidence, with no I/O beyond two file checks.
+"""Is this node a CKS node?  Configuration first, then the Node's label.
 
-Kept apart from the core's Kubernetes modules (which auto-detection must not
-pay to import on every node): it only asks whether this node's Kubernetes
-name is known (``--node-name`` or ``NODE_NAME``) and whether an API
-configuration is at hand (``--kubeconfig``, ``KUBECONFIG``, or the pod's
-service account).  That is configuration, not hardware, so it ranks after
-every cloud's DMI evidence; the confirmation then reads the Node.
+Local evidence does no I/O beyond two file checks: it asks whether this
+node's Kubernetes name and an API configuration are known
+(:func:`.metadata_source.endpoint_from`).  That is configuration, not
+hardware (CKS nodes carry no DMI marker), so it ranks after every cloud's
+DMI evidence.  Confirmation is DRANET's own test: read the Node and check
+that its ``cks.coreweave.com/cluster`` label is non-empty, so a Kubernetes
+node elsewhere is not taken for CKS.  Kept apart from the core's Kubernetes
+modules, which auto-detection must not pay to import on every node.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
 
+from .labels import CKS_CLUSTER_LABEL
+from .metadata_source import endpoint_from
+
 if TYPE_CHECKING:
     from dranet_cloud.context import ProviderContext
 
-SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
 
 def local_evidence(context: ProviderContext) -> str | None:
-    name = context.options.node_name or context.env.get("NODE_NAME")
-    if not name:
-        return None
-    kubeconfig = context.options.kubeconfig or context.env.get("KUBECONFIG")
-    if kubeconfig:
-        via = f"kubeconfig {kubeconfig}"
-    elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(SERVICE_ACCOUNT_TOKEN):
-        via = "the pod's service account"
-    else:
-        return None
-    return f"{CONFIGURED_EVIDENCE}Kubernetes Node {name} via {via} (CKS if labelled so)"
+    where = endpoint_from(context)
+    return f"{CONFIGURED_EVIDENCE}Kubernetes {where} (CKS if labelled so)" if where else None
+
+
+def confirm(context: ProviderContext, timeout: float) -> str | None:
+    """One fresh read of the Node, bounded by ``timeout``: CKS when the label is set."""
+    node = context.node
+    cluster = node.labels(timeout, fresh=True).get(CKS_CLUSTER_LABEL)
+    return f"{node.describe()}: {CKS_CLUSTER_LABEL}={cluster}" if cluster else None

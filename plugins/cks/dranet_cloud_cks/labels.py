@@ -1,6 +1,8 @@
 """What DRANET's CKS provider (PR #302) reads from the Node and publishes.
 
-Facts only, no I/O: label names, attribute names, and the rules.
+Facts only, no I/O: label names, attribute names, and the rules; the
+metadata source (:mod:`.metadata_source`), the snapshot and the attribute
+logic (:mod:`.attributes`) all read them from here.
 
 * The node is CKS when the label ``cks.coreweave.com/cluster`` is non-empty.
 * Every device gets ``coreweave.dra.net/<attr>`` from the node labels in
@@ -16,11 +18,9 @@ Facts only, no I/O: label names, attribute names, and the rules.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
-log = logging.getLogger(__name__)
-
+PLUGIN = "cks"
 DOMAIN = "coreweave.dra.net"
 CKS_CLUSTER_LABEL = "cks.coreweave.com/cluster"
 NEIGHBOR_PREFIX = "backend.coreweave.cloud/neighbors.expected."
@@ -82,37 +82,6 @@ def relevant(labels: Mapping[str, str]) -> dict[str, str]:
         for k, v in labels.items()
         if k in wanted or (k.startswith(NEIGHBOR_PREFIX) and k.endswith(NEIGHBOR_SUFFIX))
     }
-
-
-def usable(name: str, value: str | None, device: str) -> str | None:
-    """``value`` when publishable; ``None`` for empty, or over 64 bytes (with a warning)."""
-    if not value:
-        return None
-    if len(value.encode()) > MAX_VALUE_BYTES:
-        log.warning(
-            "plugin cks, device %s: ignoring %s: the label value is over %d bytes",
-            device,
-            qualified(name),
-            MAX_VALUE_BYTES,
-        )
-        return None
-    return value
-
-
-def node_values(labels: Mapping[str, str], device: str) -> dict[str, str]:
-    """Attribute name (qualified) -> value for the node-wide attributes."""
-    out: dict[str, str] = {}
-    for name, label in NODE_ATTRIBUTES.items():
-        value = usable(name, labels.get(label), device)
-        if value is not None:
-            out[qualified(name)] = value
-    return out
-
-
-def leaf_switch(labels: Mapping[str, str], rdma_device: str | None, device: str) -> str | None:
-    if not rdma_device:
-        return None
-    return usable(LEAF_SWITCH, labels.get(neighbor_label(rdma_device)), device)
 
 
 def normalize_pci(address: str | None) -> str:

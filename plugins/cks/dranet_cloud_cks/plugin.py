@@ -1,10 +1,12 @@
 """Hook implementations of the CKS plugin (the ``cks`` entry point, alias ``CKS``).
 
+Thin on purpose: each hook hands over to the module that holds the logic.
 Local evidence is configuration, not hardware (CKS nodes carry no DMI
 marker; see :mod:`.detection`).  It ranks after every hardware evidence, and
 the confirmation reads the Node and checks its ``cks.coreweave.com/cluster``
-label, as DRANET does.  Everything that needs
-pydantic or the Kubernetes client is imported inside the hooks.
+label, as DRANET does.  The metadata source is the Node itself
+(:mod:`.metadata_source`).  Everything that needs pydantic or the Kubernetes
+client is imported inside the hooks.
 """
 
 from __future__ import annotations
@@ -41,29 +43,26 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    from .labels import CKS_CLUSTER_LABEL
-
-    node = context.node
-    cluster = node.labels(timeout, fresh=True).get(CKS_CLUSTER_LABEL)
-    return f"{node.describe()}: {CKS_CLUSTER_LABEL}={cluster}" if cluster else None
+    return detection.confirm(context, timeout)
 
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from .snapshot import load_instance
+    from . import metadata_source
 
-    return load_instance(context, deadline)
+    return metadata_source.load_instance(context, deadline)
 
 
 @hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
+    from . import attributes
     from .snapshot import CksInstance
 
     if not isinstance(instance, CksInstance):
         return None
-    return instance.device_attributes(context, device)
+    return attributes.device_attributes(context, instance, device)
 
 
 @hookimpl
@@ -90,6 +89,6 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 
 @hookimpl
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    from .sample import build_sample_host
+    from . import sample
 
-    return build_sample_host(dest, variant)
+    return sample.sample_host(dest, variant)

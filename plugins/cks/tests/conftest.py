@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from dranet_cloud_cks.emulator import build_emulator
-from dranet_cloud_cks.sample import build_sample_host
+from dranet_cloud_cks.sample import sample_host
 
 from dranet_cloud.context import SampleHost
 from dranet_cloud.testing import Emulator
@@ -16,7 +16,7 @@ from dranet_cloud.testing import Emulator
 
 @pytest.fixture
 def cks_sample(tmp_path: Path) -> SampleHost:
-    sample = build_sample_host(tmp_path / "host", None)
+    sample = sample_host(tmp_path / "host", None)
     assert sample is not None
     return sample
 

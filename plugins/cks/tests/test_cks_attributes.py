@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dranet_cloud_cks import attributes
 from dranet_cloud_cks import labels as L
 from dranet_cloud_cks.emulator import DEFAULT_FIXTURE, build_emulator
 from dranet_cloud_cks.sample import BACKEND_HCAS, FRONTEND, IB_ONLY_HCA
@@ -106,7 +107,7 @@ def test_leaf_switch_by_pci_first_then_ibp_name(tmp_path: Path) -> None:
     )
 
     def switch(dev: DeviceIdentifiers) -> str | None:
-        got = inst.device_attributes(ctx, dev).get(D + "leafSwitch")
+        got = attributes.device_attributes(ctx, inst, dev).get(D + "leafSwitch")
         return None if got is None else str(got.value)
 
     # The PCI function's RDMA device wins over the interface name.
@@ -122,11 +123,12 @@ def test_empty_and_oversized_values_are_skipped(caplog: pytest.LogCaptureFixture
     labels = {**LABELS, "backend.coreweave.cloud/fabric": "x" * 65,
               "node.coreweave.cloud/rack": ""}  # fmt: skip
     with caplog.at_level(logging.WARNING):
-        got = L.node_values(labels, "ibp0")
+        got = attributes.node_values(labels, "ibp0")
     assert D + "fabric" not in got and D + "rack" not in got
     assert got[D + "superpod"] == "3"
     assert "coreweave.dra.net/fabric" in caplog.text and "64 bytes" in caplog.text
-    assert L.node_values({**labels, "backend.coreweave.cloud/fabric": "y" * 64}, "d")[D + "fabric"]
+    at_limit = {**labels, "backend.coreweave.cloud/fabric": "y" * 64}
+    assert attributes.node_values(at_limit, "d")[D + "fabric"]
 
 
 def test_auto_detection_confirms_from_the_cluster_label(
