@@ -1,4 +1,4 @@
-"""``dranet-cloud emulate webhook`` and the sample host: the example webhook on the kit.
+"""``dranet-cloud emulate webhook``: the example webhook on the emulator kit.
 
 The webhook has no metadata server of its own; its "emulator" is the example
 BYODP server's logic served by :class:`dranet_cloud.testing.Emulator`, which
@@ -13,20 +13,10 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.testing import Emulator, HostRootBuilder, Request, Response
+from dranet_cloud.testing import Emulator, Request, Response
 
-from .endpoint import URL_ENV
+from .constants import URL_ENV
 from .example_server import Behaviour, ExampleWebhook
-
-# The NICs of the sample node: a bare-metal GPU server with a management NIC
-# and two RDMA-capable NICs the webhook knows about.
-SAMPLE_NICS = (
-    ("eth0", "0c:42:a1:00:00:10", 1500, "0000:01:00.0", "igb"),
-    ("eth1", "0c:42:a1:00:00:11", 9000, "0000:41:00.0", "mlx5_core"),
-    ("eth2", "0c:42:a1:00:00:12", 9000, "0000:c1:00.0", "mlx5_core"),
-)
-SAMPLE_CLAIM_DEVICE = "eth1"
 
 
 def behaviour_from_fixture(fixture: Path | None) -> Behaviour:
@@ -72,21 +62,4 @@ def build_emulator(
         listen=listen,
         faults=faults,
         env_for=lambda url: {URL_ENV: url},
-    )
-
-
-def write_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    if variant not in (None, "bare-metal"):
-        return None
-    builder = HostRootBuilder(dest).dmi(
-        sys_vendor="Supermicro", product_name="SYS-821GE-TNHR", bios_vendor="American Megatrends"
-    )
-    for name, mac, mtu, pci, driver in SAMPLE_NICS:
-        builder.nic(name, mac, mtu=mtu, pci=pci, driver=driver)
-    root = builder.build()
-    return SampleHost(
-        root=root,
-        description="bare-metal GPU server (Supermicro) with two mlx5 NICs; the webhook "
-        "supplies attributes, MTU and addresses",
-        claim_device=SAMPLE_CLAIM_DEVICE,
     )

@@ -17,11 +17,9 @@ from urllib.parse import urlsplit
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ConfigError
 
-# The plugin name, the URL variable and the URL lookup live in .detection
-# (local evidence must not import ssl); re-exported here for the HTTP side.
-from .detection import PLUGIN as PLUGIN
-from .detection import URL_ENV as URL_ENV
-from .detection import configured_url as configured_url
+# The plugin name lives in the leaf .constants (local evidence must not import
+# ssl); re-exported here for the HTTP side.
+from .constants import PLUGIN as PLUGIN
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +100,6 @@ def parse_webhook_url(url: str) -> WebhookEndpoint:
         f"{PLUGIN}: webhook URL {raw!r} has an unsupported scheme "
         f"{(parts.scheme or 'none')!r}; use {ACCEPTED_FORMS}"
     )
-
-
-def endpoint_from_context(context: ProviderContext) -> WebhookEndpoint:
-    """The configured endpoint; :class:`ConfigError` when none or malformed."""
-    url = configured_url(context)
-    if url is None:
-        raise ConfigError(
-            f"{PLUGIN}: no webhook URL is configured; pass --webhook-url "
-            f"({ACCEPTED_FORMS}) or set {URL_ENV}"
-        )
-    return parse_webhook_url(url)
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,27 @@
 """Hook implementations of the webhook (BYODP client) plugin.
 
-Thin on purpose: URL and TLS handling live in :mod:`.endpoint`, HTTP in
-:mod:`.client`, the ``/health`` handshake in :mod:`.health` and the four
-BYODP calls in :mod:`.calls`.  Those import the HTTP stack, so they are
-imported inside the hooks, as are the pydantic snapshot and URL/TLS
-handling: loading the plugin for ``local_evidence`` (every node, every
-start) imports neither httpx, pydantic nor ssl; :mod:`.detection` holds all
-that hook needs.
+Thin on purpose: each hook hands over to the module that holds the logic,
+as in every plugin.  The webhook maps onto the plugin skeleton like this:
+detection (:mod:`.detection`) is a configured URL, confirmed by ``/health``;
+the metadata source (:mod:`.metadata_source`) is the webhook itself, whose
+``/health`` handshake is the snapshot (:mod:`.snapshot`); the attribute,
+device-config and profile hooks (:mod:`.attributes`, :mod:`.routing`,
+:mod:`.profile`) each forward one BYODP call (:mod:`.calls`).  URL and TLS
+handling live in :mod:`.endpoint`, HTTP in :mod:`.client`.  Those import
+the HTTP stack, so they are imported inside the hooks: loading the plugin
+for ``local_evidence`` (every node, every start) imports neither httpx,
+pydantic nor ssl.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE, hookimpl
-from dranet_cloud.lazylog import LazyLogger
+from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.hookspecs import hookimpl
 
-from .detection import PLUGIN, configured_url
+from . import detection
+from .constants import PLUGIN
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,89 +34,22 @@ if TYPE_CHECKING:
 
     from .snapshot import WebhookInstance
 
-log = LazyLogger(__name__)
-
 
 @hookimpl
 def local_evidence(context: ProviderContext) -> str | None:
-    """The webhook's evidence is simply a configured URL (no I/O)."""
-    url = configured_url(context)
-    return f"{CONFIGURED_EVIDENCE}webhook URL {url}" if url else None
+    return detection.local_evidence(context)
 
 
 @hookimpl
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    """Poll ``/health`` for at most ``timeout`` seconds; never fail detection otherwise.
-
-    Nothing answering raises ``ProviderUnavailable`` (the host drops the
-    webhook and goes on).  An answer that is not a BYODP webhook, or one that
-    does not offer the cloud role, is ``None`` with a warning saying why.
-    """
-    url = configured_url(context)
-    if url is None:
-        return None
-    from .client import pooled_client
-    from .endpoint import parse_webhook_url, tls_from_context
-    from .health import HealthError, wait_for_health
-
-    try:
-        endpoint = parse_webhook_url(url)
-        client = pooled_client(endpoint, tls_from_context(context))
-    except ConfigError as exc:
-        raise ProviderUnavailable(str(exc)) from None
-    try:
-        caps = wait_for_health(client, endpoint, wait=timeout, request_timeout=timeout)
-    except HealthError as exc:
-        if exc.retryable:  # nothing answered, or only 5xx: ProviderUnavailable
-            raise
-        log.warning("%s: ignoring the auto-detected webhook: %s", PLUGIN, exc)
-        return None
-    if not caps.cloud_provider:
-        log.info(
-            "%s: webhook at %s declares cloudProvider=false; not using it as the cloud provider",
-            PLUGIN,
-            url,
-        )
-        return None
-    return (
-        f"webhook at {url} (cloudProvider={str(caps.cloud_provider).lower()}, "
-        f"profileProvider={str(caps.profile_provider).lower()})"
-    )
+    return detection.confirm(context, timeout)
 
 
 @hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    """Handshake with ``/health``; any failure raises, saying which one happened.
+    from . import metadata_source
 
-    Start-up waits at most ``min(deadline, webhook.health_wait)`` seconds (3 s
-    by default) for a webhook that is still coming up, so an explicit but
-    broken webhook fails the daemon quickly.  The snapshot's
-    ``serving_roles`` carries what ``/health`` declared; the host refuses an
-    explicitly requested role the webhook does not serve, naming the roles
-    ``/health`` declared.
-    """
-    from .client import pooled_client
-    from .endpoint import endpoint_from_context, health_wait, request_timeout, tls_from_context
-    from .health import wait_for_health
-    from .snapshot import WebhookInstance
-
-    endpoint = endpoint_from_context(context)
-    client = pooled_client(endpoint, tls_from_context(context))
-    caps = wait_for_health(
-        client,
-        endpoint,
-        wait=max(0.0, min(deadline, health_wait(context))),
-        request_timeout=request_timeout(context),
-    )
-    instance = WebhookInstance(url=endpoint.url, endpoint=endpoint.url, capabilities=caps)
-    served = instance.serving_roles()
-    log.info(
-        "%s: webhook at %s serves %s",
-        PLUGIN,
-        endpoint.url,
-        ", ".join(sorted(served)) or "no role",
-    )
-    return instance
+    return metadata_source.load_instance(context, deadline)
 
 
 def _webhook(instance: InstanceSnapshot | None) -> WebhookInstance | None:
@@ -128,9 +65,9 @@ def device_attributes(
     webhook = _webhook(instance)
     if webhook is None:
         return None
-    from . import calls
+    from . import attributes
 
-    return calls.device_attributes(context, webhook, device)
+    return attributes.device_attributes(context, webhook, device)
 
 
 @hookimpl
@@ -140,9 +77,9 @@ def device_config(
     webhook = _webhook(instance)
     if webhook is None:
         return None
-    from . import calls
+    from . import routing
 
-    return calls.device_config(context, webhook, device)
+    return routing.device_config(context, webhook, device)
 
 
 def _require_webhook(instance: InstanceSnapshot, what: str) -> WebhookInstance:
@@ -166,9 +103,9 @@ def profile_config(
     claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     webhook = _require_webhook(instance, "GetProfileConfig")
-    from . import calls
+    from . import profile
 
-    return calls.profile_config(context, webhook, device, claim_uid, config, claim)
+    return profile.profile_config(context, webhook, device, claim_uid, config, claim)
 
 
 @hookimpl
@@ -180,9 +117,9 @@ def release_profile_config(
     config: NetworkConfig | None,
 ) -> bool | None:
     webhook = _require_webhook(instance, "ReleaseProfileConfig")
-    from . import calls
+    from . import profile
 
-    return calls.release_profile_config(context, webhook, device, claim_uid, config)
+    return profile.release_profile_config(context, webhook, device, claim_uid, config)
 
 
 @hookimpl
@@ -195,9 +132,9 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 
 @hookimpl
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
-    from .emulator import write_sample_host
+    from . import sample
 
-    return write_sample_host(dest, variant)
+    return sample.sample_host(dest, variant)
 
 
 @hookimpl

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 from dranet_cloud_webhook.client import close_pooled_clients
-from dranet_cloud_webhook.emulator import write_sample_host
 from dranet_cloud_webhook.example_server import (
     Behaviour,
     ExampleServer,
     ExampleWebhook,
     TlsServerFiles,
 )
+from dranet_cloud_webhook.sample import sample_host
 
 from dranet_cloud.context import ProviderContext, ProviderOptions
 from dranet_cloud.testing.environ import isolated_environ
@@ -97,7 +97,7 @@ def context_for() -> Callable[..., ProviderContext]:
 
 @pytest.fixture()
 def sample_root(tmp_path: Path) -> Path:
-    sample = write_sample_host(tmp_path / "host", None)
+    sample = sample_host(tmp_path / "host", None)
     assert sample is not None
     return sample.root
 

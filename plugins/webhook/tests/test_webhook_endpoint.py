@@ -6,10 +6,10 @@ import ssl
 from pathlib import Path
 
 import pytest
+from dranet_cloud_webhook.constants import configured_url
 from dranet_cloud_webhook.endpoint import (
     TlsSettings,
     build_ssl_context,
-    configured_url,
     health_wait,
     parse_webhook_url,
     request_timeout,
