@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +61,7 @@ class Faults:
       network in front of a misconfigured node does;
     * ``chunked``: send bodies chunked, without ``Content-Length``;
     * ``expire-tokens-every=N``: a session token stops working after ``N``
-      uses (see :class:`TokenIssuer`);
+      uses (see :class:`~.tokens.TokenIssuer`);
     * ``path=/prefix``: apply the request faults above only to paths that
       start with the prefix (token requests included if they match).
 
@@ -82,43 +82,30 @@ class Faults:
         "path",
     )
 
-    def __init__(
-        self,
-        *,
-        statuses: Sequence[int] = (),
-        unavailable_for: float = 0.0,
-        delay: float = 0.0,
-        drop: int = 0,
-        strip_headers: Sequence[str] = (),
-        oversize: int | None = None,
-        malformed: bool = False,
-        html: bool = False,
-        chunked: bool = False,
-        expire_tokens_every: int = 0,
-        path: str = "",
-    ) -> None:
+    statuses: list[int]
+    unavailable_for: float
+    delay: float
+    drop: int
+    strip_headers: list[str]
+    oversize: int | None
+    malformed: bool
+    html: bool
+    chunked: bool
+    expire_tokens_every: int
+    path: str
+
+    def __init__(self, spec: str | None = None) -> None:
+        """The faults of ``spec`` (``None`` or ``""``: none), as :meth:`parse`."""
         self._lock = threading.Lock()
-        self.statuses: list[int] = list(statuses)
-        self.unavailable_for = unavailable_for
-        self.delay = delay
-        self.drop = drop
-        self.strip_headers: list[str] = list(strip_headers)
-        self.oversize = oversize
-        self.malformed = malformed
-        self.html = html
-        self.chunked = chunked
-        self.expire_tokens_every = expire_tokens_every
-        self.path = path
         self.started_at = time.monotonic()
+        self.load(spec)
 
     # --- parsing -----------------------------------------------------------------------
 
     @classmethod
     def parse(cls, spec: str | None) -> Faults:
         """Build from a spec string (``None`` or ``""``: no faults)."""
-        faults = cls()
-        faults.load(spec)
-        return faults
+        return cls(spec)
 
     def load(self, spec: str | None) -> None:
         """Replace every setting in place (emulators and token issuers sharing
