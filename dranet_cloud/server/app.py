@@ -50,10 +50,11 @@ from ..host import ProviderHost
 from ..ipam.requests import InvalidIpamRequest
 from ..ipam.sqlite import SqliteStore
 from ..local_ipam import PLUGIN_NAME as LOCAL_IPAM
-from ..logsafe import safe
+from ..logsafe import WarnOnce, safe
 from ..models import (
     DeviceIdentifiers,
     NetworkConfig,
+    ProfileRequest,
     WireModel,
     parse_peer_config,
     parse_profile_request,
@@ -103,6 +104,41 @@ _JSON = b"application/json"
 _TEXT = b"text/plain; charset=utf-8"
 _NO_SNIFF = (b"x-content-type-options", b"nosniff")
 _RETRY_AFTER = (b"retry-after", b"1")
+
+
+# An unknown top-level field is most often a client that wraps the document
+# once too often (``{"device": {...}}`` sent to /GetDeviceAttributes, whose
+# body is the DeviceIdentifiers itself).  The request is still answered as it
+# always was (DRANET's own client ignores unknown fields too), but the
+# operator is told once per field name, per process: the memory is bounded,
+# as is what one request can log, and the name is escaped and cut short.
+_UNKNOWN_FIELDS_REPORTED = 4
+_MAX_FIELD_NAME_SHOWN = 64
+_unknown_field_warning = WarnOnce(log, limit=256)
+
+
+def warn_unknown_fields(path: str, doc: Any, known: frozenset[str], wire: Sequence[str]) -> None:
+    """Warn (once per name) about top-level keys of ``doc`` that ``path`` does not read."""
+    if not isinstance(doc, dict) or known.issuperset(doc):  # every request: one set test
+        return
+    unknown = [key for key in doc if key not in known][:_UNKNOWN_FIELDS_REPORTED]
+    for key in unknown:
+        shown = safe(key, _MAX_FIELD_NAME_SHOWN)
+        _unknown_field_warning.warn(
+            (shown,),
+            "POST %s: ignoring the unknown top-level field %s; this endpoint's body has the "
+            "fields %s (the request is answered without it; logged once per field name)",
+            path,
+            shown,
+            ", ".join(wire),
+        )
+
+
+def _top_level_fields(model: type[WireModel]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``(every key the model reads, its wire spellings)`` of a request body model."""
+    fields = model.model_fields
+    wire = tuple(sorted({f.alias or name for name, f in fields.items()}))
+    return frozenset(wire) | frozenset(fields), wire
 
 
 class ReleaseRequest(WireModel):
@@ -239,13 +275,18 @@ def _call(path: str, what: str, fn: Callable[[], T]) -> T | Reply:
 
 
 class _Route:
-    """A fast-path endpoint: its method and a parser that returns a blocking job or a reply."""
+    """A fast-path endpoint: its method, a parser that returns a blocking job or a
+    reply, and the top-level fields of its body (``body``, the request model)."""
 
     def __init__(
-        self, method: str, parse: Callable[[str, Any], Callable[[], Reply] | Reply]
+        self,
+        method: str,
+        parse: Callable[[str, Any], Callable[[], Reply] | Reply],
+        body: type[WireModel],
     ) -> None:
         self.method = method
         self.parse = parse
+        self.known, self.wire = _top_level_fields(body)
 
 
 class ByodpApp:
@@ -289,10 +330,10 @@ class ByodpApp:
         self._lane: StoreLane | None = None
         self._pool_lock = threading.Lock()
         self._routes: dict[str, _Route] = {
-            "/GetDeviceAttributes": _Route("POST", self._device_attributes),
-            "/GetDeviceConfig": _Route("POST", self._device_config),
-            "/GetProfileConfig": _Route("POST", self._profile_config),
-            "/ReleaseProfileConfig": _Route("POST", self._release),
+            "/GetDeviceAttributes": _Route("POST", self._device_attributes, DeviceIdentifiers),
+            "/GetDeviceConfig": _Route("POST", self._device_config, DeviceIdentifiers),
+            "/GetProfileConfig": _Route("POST", self._profile_config, ProfileRequest),
+            "/ReleaseProfileConfig": _Route("POST", self._release, ReleaseRequest),
         }
         self._docs: ASGIApp | None = None
         self._docs_args = (max_body_bytes, access_log)
@@ -481,6 +522,7 @@ class ByodpApp:
                 f"invalid request body for {path}: a JSON string holds an unpaired UTF-16 "
                 "surrogate escape (such as \\ud800), which is not valid Unicode",
             )
+        warn_unknown_fields(path, doc, route.known, route.wire)
         try:
             return claim, route.parse(path, doc)
         except ValidationError as exc:
