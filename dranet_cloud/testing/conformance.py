@@ -16,10 +16,16 @@ without a cloud plugin, its attributes must fit the Kubernetes limits and
 reach the host's answer, and the cloud-only checks (evidence, device configs)
 and profile checks are skipped with the reason.
 
-The checks are the promises the host relies on: roles backed by hooks, no
-network I/O without local evidence, attributes within the Kubernetes limits,
-configs that validate, profile calls idempotent per claim and releases
-idempotent.  Install ``dranet-cloud[testing]`` for pytest.
+The checks are the promises the host and DRANET rely on: roles backed by
+hooks, the host's own detection choosing the plugin on its sample node
+against its emulator (local evidence, then ``confirm_environment``), no
+network I/O without local evidence, a snapshot whose ``known_macs()`` lists
+the sample node's NICs, attributes within the Kubernetes limits, device
+configs DRANET accepts (its validation rules, routes and neighbors included,
+and an MTU the kernel takes), profile calls idempotent per claim and releases
+idempotent.  Every failure names the plugin, the device and the field, what
+was expected and what came (:mod:`.conformance_checks` words them).  Install
+``dranet-cloud[testing]`` for pytest.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from ..attributes import MAX_ATTRIBUTES, attribute_name_problem, attribute_value_problem
+from ..attributes import MAX_ATTRIBUTES
 from ..budget import dranet_attributes, dranet_devices, locate
 from ..context import ProviderContext, ProviderOptions
 from ..errors import DranetCloudError, ProfileDenied
@@ -41,10 +47,18 @@ from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
 from ..merge import merge_network_config
-from ..models import NetworkConfig, parse_user_config
-from ..plugins import ROLE_HOOKS, PluginRegistry
+from ..models import DeviceIdentifiers, NetworkConfig, parse_user_config
+from ..plugins import ENTRY_POINT_GROUP, ROLE_HOOKS, PluginRegistry
 from ..validation import ConfigInvalid, validate_network_config
+from .conformance_checks import (
+    attribute_problem,
+    config_problems,
+    detection_problem,
+    known_macs_problem,
+    mtu_problem,
+)
 from .dranet_wire import go_shape_problems
+from .emulator import Emulator
 
 
 @dataclass
@@ -57,6 +71,8 @@ class ConformanceEnvironment:
     options: ProviderOptions = field(default_factory=ProviderOptions)
     # (NIC, profile) when the plugin's profile gives a NIC its own address.
     own_address_claim: tuple[str, str] | None = None
+    # The running emulator, whose request log explains a failed detection.
+    emulator: Emulator | None = None
 
 
 @contextmanager
@@ -86,13 +102,19 @@ class PluginConformance:
     has_device_config: bool = True
     profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
+    def _says(self, problem: str) -> str:
+        """A failure message: the plugin, then why."""
+        return f"plugin {self.plugin_name}: {problem}"
+
     # --- environment ---------------------------------------------------------
 
     @pytest.fixture()
     def registry(self) -> PluginRegistry:
         reg = PluginRegistry()
-        assert self.plugin_name in reg.names(), (
-            f"plugin {self.plugin_name!r} is not installed in the dranet_cloud entry-point group"
+        assert self.plugin_name in reg.names(), self._says(
+            f"not installed in the {ENTRY_POINT_GROUP!r} entry-point group (installed: "
+            f"{', '.join(reg.names()) or 'none'}); install its distribution, e.g. "
+            "`pip install -e .` in the plugin's directory"
         )
         return reg
 
@@ -103,23 +125,23 @@ class PluginConformance:
         sample = registry.call(
             self.plugin_name, "sample_host", dest=tmp_path / "host", variant=self.sample_variant
         )
-        assert sample is not None, (
-            f"plugin {self.plugin_name}: the sample_host hook returned nothing; implement it "
-            "(write a fake node with dranet_cloud.testing.HostRootBuilder) or override "
-            "environment()"
+        assert sample is not None, self._says(
+            f"the sample_host hook returned nothing for variant {self.sample_variant!r}; "
+            "implement it (write a fake node with dranet_cloud.testing.HostRootBuilder) or "
+            "override environment()"
         )
         roles = registry.roles(self.plugin_name)
         if not registry.implements(self.plugin_name, "emulator"):
-            assert not {"cloud", "profile"} & set(roles), (
-                f"plugin {self.plugin_name} has roles {roles} but no emulator hook; implement "
-                "it (dranet_cloud.testing.Emulator) or override environment()"
+            assert not {"cloud", "profile"} & set(roles), self._says(
+                f"roles {roles} but no emulator hook; implement it "
+                "(dranet_cloud.testing.Emulator) or override environment()"
             )
             yield ConformanceEnvironment({}, sample.root, sample.claim_device)
             return
         emu = registry.call(
             self.plugin_name, "emulator", fixture=sample.fixture, listen="127.0.0.1:0", faults=None
         )
-        assert emu is not None, "the plugin's emulator hook returned nothing"
+        assert emu is not None, self._says("the emulator hook returned nothing; build one")
         emu.start()
         try:
             yield ConformanceEnvironment(
@@ -127,6 +149,7 @@ class PluginConformance:
                 sample.root,
                 sample.claim_device,
                 own_address_claim=sample.own_address_claim,
+                emulator=emu,
             )
         finally:
             emu.stop()
@@ -162,13 +185,20 @@ class PluginConformance:
 
     def test_roles_are_backed_by_hooks(self, registry: PluginRegistry) -> None:
         roles = registry.roles(self.plugin_name)
-        assert roles, "the plugin implements no role's hooks"
+        assert roles, self._says(
+            "it implements no role's hooks (cloud: instance_properties; profile: "
+            "profile_config and release_profile_config; enricher: device_attributes)"
+        )
         for role in roles:
             for hook in ROLE_HOOKS.get(role, ("device_attributes",)):
-                assert registry.implements(self.plugin_name, hook), f"role {role} needs {hook}"
+                assert registry.implements(self.plugin_name, hook), self._says(
+                    f"role {role} needs hook {hook}, which it does not implement"
+                )
         if "cloud" in roles:
             for hook in ("device_attributes", "device_config", "local_evidence"):
-                assert registry.implements(self.plugin_name, hook), f"cloud role needs {hook}"
+                assert registry.implements(self.plugin_name, hook), self._says(
+                    f"the cloud role needs hook {hook}, which it does not implement"
+                )
 
     def test_no_network_without_local_evidence(
         self, registry: PluginRegistry, tmp_path: Path
@@ -179,8 +209,14 @@ class PluginConformance:
         context = ProviderContext(host_root=HostRoot(empty), env={})
         with record_connections() as attempts:
             evidence = registry.call(self.plugin_name, "local_evidence", context=context)
-        assert evidence is None, f"a bare-metal node was taken as evidence: {evidence!r}"
-        assert attempts == [], f"local evidence touched the network: {attempts}"
+        assert evidence is None, self._says(
+            f"local_evidence took a bare-metal node (DMI sys_vendor=Supermicro) for its "
+            f"cloud: expected None, got {evidence!r}"
+        )
+        assert attempts == [], self._says(
+            f"local_evidence connected to {attempts}; it may read only the node's files "
+            "(DMI, sysfs through context.host_root) and context.env, never the network"
+        )
 
     def test_sample_host_is_evidence(
         self, registry: PluginRegistry, conformance_env: ConformanceEnvironment
@@ -194,14 +230,56 @@ class PluginConformance:
         )
         with record_connections() as attempts:
             evidence = registry.call(self.plugin_name, "local_evidence", context=context)
-        assert evidence, "the plugin's own sample host is not recognised"
-        assert attempts == []
+        assert evidence, self._says(
+            f"local_evidence does not recognise its own sample host: expected a description "
+            f"of the evidence its sample_host writes, got {evidence!r}"
+        )
+        assert attempts == [], self._says(f"local_evidence connected to {attempts}")
+
+    def test_detected_end_to_end_on_its_sample_node(
+        self, registry: PluginRegistry, conformance_env: ConformanceEnvironment
+    ) -> None:
+        """The host's own auto-detection, every installed plugin taking part, on the
+        sample node with the plugin pointed at its running emulator (through the
+        emulator's override variables) must choose this plugin: local evidence,
+        then ``confirm_environment`` against the emulator.  A ``confirm`` that
+        asks the wrong path answers ``none`` here, as it would on every node."""
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin is detected")
+        emu = conformance_env.emulator
+        seen = emu.request_count if emu is not None else 0
+        host = ProviderHost(
+            host_root=str(conformance_env.host_root),
+            env=conformance_env.env,
+            options=conformance_env.options,
+            registry=registry,
+            ipam=MemoryStore(),
+        )
+        try:
+            result = host.start()
+        finally:
+            host.close()
+        answered = emu.requests()[seen:] if emu is not None else []
+        problem = detection_problem(self.plugin_name, result, answered)
+        assert problem is None, self._says(problem or "")
+
+    def test_snapshot_knows_the_sample_nodes_nics(
+        self, registry: PluginRegistry, started_host: ProviderHost
+    ) -> None:
+        """``known_macs()`` is how the host tells a hot-plugged NIC from a known one."""
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin loads a snapshot")
+        inst = started_host.instance(self.plugin_name)
+        assert inst is not None, self._says("instance_properties gave the host no snapshot")
+        macs = [d.mac for d in started_host.context.host_root.net_devices() if d.mac]
+        problem = known_macs_problem(inst.known_macs(), macs)
+        assert problem is None, self._says(problem or "")
 
     def test_attributes_within_kubernetes_limits(
         self, registry: PluginRegistry, started_host: ProviderHost
     ) -> None:
         devices = started_host.context.host_root.net_devices()
-        assert devices, "the sample host has no NICs"
+        assert devices, self._says("its sample host has no NICs")
         inst = started_host.instance(self.plugin_name)
         seen_any = False
         for dev in devices:
@@ -215,16 +293,25 @@ class PluginConformance:
                 )
                 or {}
             )
-            assert len(raw) <= MAX_ATTRIBUTES
-            for name, attr in raw.items():
-                assert attribute_name_problem(name) is None, (dev.name, name)
-                assert attribute_value_problem(attr) is None, (dev.name, name, attr)
+            assert len(raw) <= MAX_ATTRIBUTES, self._says(
+                f"device {dev.label()}: device_attributes returned {len(raw)} attributes; "
+                f"a device carries at most {MAX_ATTRIBUTES}, DRANET's own included"
+            )
+            problems = [attribute_problem(dev.label(), n, a) for n, a in raw.items()]
+            bad = [p for p in problems if p is not None]
+            assert not bad, self._says("; ".join(bad))
             seen_any |= bool(raw)
-        assert seen_any, "no NIC of the sample host got any attribute"
+        assert seen_any, self._says(
+            "no NIC of its sample host got any attribute from device_attributes "
+            f"(asked for {', '.join(d.label() for d in devices)})"
+        )
         if "enricher" in registry.roles(self.plugin_name):
             # Added on top of whatever cloud is active, here none: the host publishes them.
             published = {name for dev in devices for name in started_host.device_attributes(dev)}
-            assert published, "the host published none of the enricher's attributes"
+            assert published, self._says(
+                "the host published none of the enricher's attributes (all dropped: see "
+                "the warnings logged)"
+            )
 
     def test_no_device_exceeds_the_limit_with_dranets_own(
         self, registry: PluginRegistry, started_host: ProviderHost
@@ -234,15 +321,19 @@ class PluginConformance:
         device over it gets the node's whole ResourceSlice rejected."""
         root = started_host.context.host_root
         devices = dranet_devices(root)
-        assert devices, "the sample host has no devices"
+        assert devices, self._says("its sample host has no devices")
         for dev in devices:
             attrs = started_host.device_attributes(dev)
             budget = started_host.attribute_budget(dev)
             nic = locate(root, dev)
             own = dranet_attributes(root, nic) if nic is not None else []
-            assert not set(attrs) & set(own), f"{dev.label()}: a plugin overrides DRANET's own"
+            clash = sorted(set(attrs) & set(own))
+            assert not clash, self._says(
+                f"device {dev.label()}: attributes {', '.join(clash)} are DRANET's own; use "
+                "the plugin's own domain"
+            )
             total = len(attrs) + budget["dranet"]
-            assert total <= MAX_ATTRIBUTES, (
+            assert total <= MAX_ATTRIBUTES, self._says(
                 f"{dev.label()}: {len(attrs)} provider + {budget['dranet']} DRANET attributes "
                 f"= {total} > {MAX_ATTRIBUTES}"
             )
@@ -250,19 +341,35 @@ class PluginConformance:
     def test_device_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost
     ) -> None:
+        """Every device config passes DRANET's rules (``pkg/apis/validation.go``:
+        the interface, routes, rules and neighbors), carries an MTU the kernel
+        takes (:data:`.conformance_checks.MAX_MTU`) and is gen2 in Go's shape."""
         if "cloud" not in registry.roles(self.plugin_name):
             pytest.skip("only a cloud plugin gives device configs")
-        configs = [
-            started_host.device_config(d) for d in started_host.context.host_root.net_devices()
-        ]
-        present = [c for c in configs if c is not None]
+        devices = started_host.context.host_root.net_devices()
+        configs = [(d, started_host.device_config(d)) for d in devices]
+        present = [(d, c) for d, c in configs if c is not None]
         if not self.has_device_config:
-            assert present == [], "the plugin declares no device config but returned one"
+            assert present == [], self._says(
+                "the suite was told the cloud has no device config (has_device_config = False) "
+                f"but device_config answered for {', '.join(d.label() for d, _ in present)}"
+            )
             return
-        assert present, "no NIC of the sample host got a device config"
-        for cfg in present:
-            assert isinstance(cfg, NetworkConfig)
-            validate_network_config(cfg)
+        assert present, self._says(
+            "no NIC of its sample host got a device config (device_config returned None for "
+            f"{', '.join(d.label() for d in devices)}); set has_device_config = False in the "
+            "test class when the cloud has none"
+        )
+        for dev, cfg in present:
+            assert isinstance(cfg, NetworkConfig), self._says(
+                f"device {dev.label()}: device_config returned a {type(cfg).__name__}, "
+                "expected a dranet_cloud.models.NetworkConfig"
+            )
+            problems = config_problems(cfg)
+            assert not problems, self._says(
+                f"device {dev.label()}: DRANET would refuse its device config "
+                f"{cfg.to_wire()}: " + "; ".join(problems)
+            )
 
     def test_profile_idempotent_and_release_idempotent(
         self,
@@ -275,25 +382,31 @@ class PluginConformance:
         if conformance_env.own_address_claim is not None:
             self._check_own_address_claims(started_host, *conformance_env.own_address_claim)
             return
-        assert conformance_env.claim_device, "a profile plugin's sample names a claim device"
-        dev = next(
-            d
-            for d in started_host.context.host_root.net_devices()
-            if d.name == conformance_env.claim_device
+        assert conformance_env.claim_device, self._says(
+            "a profile plugin's sample_host names a claim_device (a NIC that can carry an "
+            "IPVLAN claim); its SampleHost has none"
         )
+        dev = self._nic(started_host, conformance_env.claim_device)
         user = NetworkConfig.model_validate(self.profile_request)
         first = started_host.network_config(dev, "conformance-claim-1", user)
         again = started_host.network_config(dev, "conformance-claim-1", user)
-        assert first.to_wire() == again.to_wire(), "a retried claim got a different answer"
+        assert first.to_wire() == again.to_wire(), self._says(
+            f"device {dev.label()}: a retried claim got a different answer: first "
+            f"{first.to_wire()}, then {again.to_wire()}"
+        )
         other = started_host.network_config(dev, "conformance-claim-2", user)
-        mine = set(first.interface.addresses or [])
-        assert not mine & set(other.interface.addresses or []), "two claims share an address"
-        assert started_host.release(dev, "conformance-claim-1", first)
-        assert started_host.release(dev, "conformance-claim-1", first), "second release failed"
-        assert started_host.release(dev, "conformance-claim-2", other)
+        shared = set(first.interface.addresses or []) & set(other.interface.addresses or [])
+        assert not shared, self._says(
+            f"device {dev.label()}: two claims got the same addresses {sorted(shared)}"
+        )
+        for uid, config in (("1", first), ("1", first), ("2", other)):
+            assert started_host.release(dev, f"conformance-claim-{uid}", config), self._says(
+                f"device {dev.label()}: release of claim conformance-claim-{uid} failed "
+                "(a second release of a released claim must succeed too)"
+            )
         store = started_host.context.ipam
         left = [a for a in store.list() if a.owner.claim_uid.startswith("conformance-claim")]
-        assert left == [], f"release left allocations behind: {left}"
+        assert left == [], self._says(f"release left allocations behind: {left}")
 
     def test_a_web_page_in_place_of_metadata_fails_an_explicit_start(
         self, registry: PluginRegistry, tmp_path: Path
@@ -308,7 +421,7 @@ class PluginConformance:
         sample = registry.call(
             self.plugin_name, "sample_host", dest=tmp_path / "host", variant=self.sample_variant
         )
-        assert sample is not None
+        assert sample is not None, self._says("the sample_host hook returned nothing")
         emu = registry.call(
             self.plugin_name,
             "emulator",
@@ -316,7 +429,7 @@ class PluginConformance:
             listen="127.0.0.1:0",
             faults="html",
         )
-        assert emu is not None
+        assert emu is not None, self._says("the emulator hook returned nothing")
         with emu:
             host = ProviderHost(
                 cloud_provider_hint=self.plugin_name,
@@ -332,22 +445,39 @@ class PluginConformance:
             finally:
                 host.close()
             served = [r for r in emu.log if r.fault == "html"]
-        assert info.value.exit_code == 3, info.value
-        assert served, "the emulator never answered with the portal's page"
-        assert emu.url in str(info.value), f"the error does not name the endpoint: {info.value}"
+        assert info.value.exit_code == 3, self._says(
+            f"a web page in place of metadata: expected exit code 3, got "
+            f"{info.value.exit_code}: {info.value}"
+        )
+        assert served, self._says("the emulator never answered with the portal's page")
+        assert emu.url in str(info.value), self._says(
+            f"the error does not name the endpoint {emu.url}: {info.value}"
+        )
 
     @staticmethod
-    def _check_own_address_claims(host: ProviderHost, nic: str, profile: str) -> None:
+    def _nic(host: ProviderHost, name: str) -> DeviceIdentifiers:
+        found = [d for d in host.context.host_root.net_devices() if d.name == name]
+        assert found, f"the sample host has no NIC {name}"
+        return found[0]
+
+    def _check_own_address_claims(self, host: ProviderHost, nic: str, profile: str) -> None:
         """A profile that gives the NIC its own address: every claim gets that one."""
-        dev = next(d for d in host.context.host_root.net_devices() if d.name == nic)
+        dev = self._nic(host, nic)
         user = NetworkConfig.model_validate({"profile": profile})
         first = host.network_config(dev, "conformance-claim-1", user)
-        assert first.interface.addresses, f"{nic}: profile {profile} answered no address"
+        assert first.interface.addresses, self._says(
+            f"device {nic}: profile {profile} answered no address"
+        )
         again = host.network_config(dev, "conformance-claim-1", user)
         other = host.network_config(dev, "conformance-claim-2", user)
-        assert first.to_wire() == again.to_wire() == other.to_wire()
-        assert host.release(dev, "conformance-claim-1", first)
-        assert host.release(dev, "conformance-claim-1", first), "second release failed"
+        assert first.to_wire() == again.to_wire() == other.to_wire(), self._says(
+            f"device {nic}: profile {profile} gives the NIC its own address, so every claim "
+            f"gets the same answer; got {first.to_wire()}, {again.to_wire()}, {other.to_wire()}"
+        )
+        assert host.release(dev, "conformance-claim-1", first), self._says("release failed")
+        assert host.release(dev, "conformance-claim-1", first), self._says(
+            "a second release of a released claim failed"
+        )
 
     def test_final_merged_configs_validate(
         self, registry: PluginRegistry, started_host: ProviderHost
@@ -356,9 +486,10 @@ class PluginConformance:
         ``merge(merge(user, device_config), profile_answer)``.  For every NIC of
         the sample host and two users (no claim config; :attr:`profile_request`,
         an IPVLAN claim), the device config merged with the user's and with
-        the profile's answer must pass DRANET's rules, and every emitted
-        config must be gen2 in Go's shape.  A profile may deny a NIC it has
-        nothing for (no range): that is a denial, not an invalid config.
+        the profile's answer must pass DRANET's rules (and carry an MTU the
+        kernel takes), and every emitted config must be gen2 in Go's shape.  A
+        profile may deny a NIC it has nothing for (no range): that is a denial,
+        not an invalid config.
         """
         host = started_host
         users = [NetworkConfig(), parse_user_config(self.profile_request)]
@@ -366,30 +497,47 @@ class PluginConformance:
         for i, dev in enumerate(host.context.host_root.net_devices()):
             base = host.device_config(dev)
             if base is not None:
-                assert go_shape_problems(base.to_wire(), f"{dev.label()} device config") == []
+                shape = go_shape_problems(base.to_wire(), f"{dev.label()} device config")
+                assert shape == [], self._says("; ".join(shape))
             for j, user in enumerate(users):
-                merged = merge_network_config(user, base)
-                try:
-                    merged = validate_network_config(merged)
-                except ConfigInvalid as exc:
-                    pytest.fail(f"{dev.label()}: device config + claim {j} is invalid: {exc}")
+                merged = self._dranet_accepts(
+                    merge_network_config(user, base), f"{dev.label()}: device config + claim {j}"
+                )
                 if not merged.profile or not host.capabilities().profile_provider:
                     continue
                 uid = f"conformance-final-{i}-{j}"
                 try:
                     answer = host.profile_config(dev, uid, merged)
                 except ProfileDenied as exc:
-                    assert "is invalid" not in exc.message, f"{dev.label()}: {exc.message}"
+                    assert "is invalid" not in exc.message, self._says(
+                        f"{dev.label()}: {exc.message}"
+                    )
                     continue
                 if answer is not None:
-                    assert go_shape_problems(answer.to_wire(), f"{dev.label()} answer") == []
-                final = merge_network_config(merged, answer)
-                try:
-                    final = validate_network_config(final)
-                except ConfigInvalid as exc:
-                    pytest.fail(f"{dev.label()}: final config with claim {j} is invalid: {exc}")
-                assert go_shape_problems(final.to_wire(), f"{dev.label()} final") == []
-                assert host.release(dev, uid, final)
+                    shape = go_shape_problems(answer.to_wire(), f"{dev.label()} answer")
+                    assert shape == [], self._says("; ".join(shape))
+                final = self._dranet_accepts(
+                    merge_network_config(merged, answer), f"{dev.label()}: final config, claim {j}"
+                )
+                shape = go_shape_problems(final.to_wire(), f"{dev.label()} final")
+                assert shape == [], self._says("; ".join(shape))
+                assert host.release(dev, uid, final), self._says(
+                    f"{dev.label()}: release of claim {uid} failed"
+                )
                 checked += 1
         if "profile" in registry.roles(self.plugin_name):
-            assert checked, "no NIC of the sample host got a profile answer to check"
+            assert checked, self._says(
+                "no NIC of its sample host got a profile answer to check (every claim was "
+                "denied, or no device config names a profile)"
+            )
+
+    def _dranet_accepts(self, config: NetworkConfig, what: str) -> NetworkConfig:
+        """``config`` defaulted as DRANET defaults it; fails naming ``what`` when DRANET
+        would refuse it (its rules, or an MTU the kernel does not take)."""
+        try:
+            defaulted = validate_network_config(config)
+        except ConfigInvalid as exc:
+            pytest.fail(self._says(f"{what} is invalid: {exc}"))
+        mtu = mtu_problem(defaulted.interface.mtu)
+        assert mtu is None, self._says(f"{what}: {mtu}")
+        return defaulted

@@ -1,0 +1,140 @@
+"""The conformance suite catches a broken plugin, and says why.
+
+A vendor wrote ``acmecloud`` from the docs alone and the suite passed it with
+a ``confirm`` whose path had a typo, an MTU of 70000 and an empty
+``known_macs()``; its one failure read ``AssertionError: ('eth0',
+'acmecloud.example.com/is-primary')``.  Here each of those mistakes
+(``tests/acmecloud.py``) is installed as the ``acmecloud`` entry point of a
+throw-away distribution, the host's normal load path, and the suite runs on
+it through pytest exactly as a vendor's test module runs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+ACMECLOUD = Path(__file__).with_name("acmecloud.py")
+VENDOR_TEST = """\
+from dranet_cloud.testing.conformance import PluginConformance
+
+
+class TestAcmecloudConformance(PluginConformance):
+    plugin_name = "acmecloud"
+"""
+
+
+def run_suite(pytester: pytest.Pytester, variant: str, *select: str) -> pytest.RunResult:
+    """Install ``acmecloud:<variant>`` as a plugin and run the suite on it."""
+    pytester.makepyfile(acmecloud=ACMECLOUD.read_text(), test_acmecloud_conformance=VENDOR_TEST)
+    dist = pytester.mkdir("acmecloud_vendor-0.1.dist-info")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acmecloud-vendor\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[dranet_cloud]\nacmecloud = acmecloud:{variant}\n")
+    pytester.syspathinsert()
+    args = ["-p", "no:cacheprovider", "-q", "-rfE"]
+    return pytester.runpytest(*args, *(["-k", " or ".join(select)] if select else []))
+
+
+def failures(result: pytest.RunResult) -> str:
+    return "\n".join(result.outlines)
+
+
+def explained(result: pytest.RunResult, test: str, message: str) -> None:
+    """``test`` failed, and its assertion reads ``message`` (an fnmatch pattern)."""
+    result.stdout.fnmatch_lines([f"E   *AssertionError: {message}"])
+    result.stdout.fnmatch_lines([f"FAILED *::TestAcmecloudConformance::{test}*"])
+
+
+def test_a_correct_plugin_passes(pytester: pytest.Pytester) -> None:
+    result = run_suite(pytester, "GOOD")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 10 and "failed" not in outcomes, failures(result)
+
+
+def test_a_typo_in_confirms_path_fails_detection_saying_none_and_why(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_suite(pytester, "TYPO_IN_CONFIRM_PATH")
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1 and outcomes["passed"] >= 9, failures(result)
+    explained(
+        result,
+        "test_detected_end_to_end_on_its_sample_node",
+        "plugin acmecloud: detection on its own sample node answered `none`: local evidence "
+        "'DMI sys_vendor=AcmeCloud' was not confirmed: metadata answered, but not as this "
+        "environment (confirm_environment returned None: its own emulator answered, but the "
+        "plugin did not recognise the answer; check the path *); its emulator was asked: "
+        "GET /acme/v1/instnace -> 404",
+    )
+
+
+def test_an_mtu_of_70000_fails_naming_the_device_the_field_and_the_bound(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_suite(pytester, "MTU_70000", "device_configs", "final_merged")
+    result.assert_outcomes(failed=2)
+    explained(
+        result,
+        "test_device_configs_validate",
+        "plugin acmecloud: device eth0/02:ac:00:00:00:01/0000:00:04.0: DRANET would refuse "
+        "its device config {'interface': {'mtu': 70000}, *}: interface.mtu: expected at most "
+        "65535 (no Linux Ethernet device takes more; DRANET's netlink call fails), got 70000 "
+        "[[]mtu-maximum[]]",
+    )
+    explained(
+        result,
+        "test_final_merged_configs_validate",
+        "plugin acmecloud: eth0/*: device config + claim 0: interface.mtu: expected at most "
+        "65535 *got 70000*",
+    )
+
+
+def test_an_empty_known_macs_fails_saying_so(pytester: pytest.Pytester) -> None:
+    result = run_suite(pytester, "EMPTY_KNOWN_MACS", "knows", "detected")
+    result.assert_outcomes(passed=1, failed=1)
+    explained(
+        result,
+        "test_snapshot_knows_the_sample_nodes_nics",
+        "plugin acmecloud: known_macs() of its snapshot is empty on its own sample node and "
+        "emulator: the host then takes every NIC for a hot-plugged one*",
+    )
+
+
+def test_an_attribute_the_api_server_refuses_is_explained(pytester: pytest.Pytester) -> None:
+    result = run_suite(pytester, "HYPHEN_IN_ATTRIBUTE", "kubernetes_limits")
+    result.assert_outcomes(failed=1)
+    explained(
+        result,
+        "test_attributes_within_kubernetes_limits",
+        "plugin acmecloud: device eth0/02:ac:00:00:00:01/0000:00:04.0: attribute "
+        "'acmecloud.example.com/is-primary': name 'is-primary' is not a C identifier *; "
+        "expected <domain>/<name> with a DNS-subdomain domain *",
+    )
+
+
+@pytest.mark.parametrize(
+    ("variant", "rule"),
+    [
+        (
+            "ROUTE_WITHOUT_GATEWAY",
+            "routes[[]0[]].gateway: required unless scope is 253 (link)*[[]route-gateway[]]",
+        ),
+        (
+            "NEIGHBOR_WITHOUT_MAC",
+            "neighbors[[]0[]].hardwareAddr: cannot be empty [[]neighbor-mac[]]",
+        ),
+    ],
+)
+def test_routes_and_neighbors_dranet_refuses_are_explained(
+    pytester: pytest.Pytester, variant: str, rule: str
+) -> None:
+    result = run_suite(pytester, variant, "test_device_configs_validate")
+    result.assert_outcomes(failed=1)
+    explained(
+        result,
+        "test_device_configs_validate",
+        f"plugin acmecloud: device eth0/*: DRANET would refuse its device config *: {rule}",
+    )
