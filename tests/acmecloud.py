@@ -15,13 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.detection import confirm_probe
 from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.metadata import (
-    MetadataClient,
-    MetadataError,
-    MetadataUnavailable,
-    resolve_endpoint,
-)
+from dranet_cloud.metadata import MetadataClient, resolve_endpoint
 from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
 from dranet_cloud.testing import Emulator, HostRootBuilder, Request, Response
 
@@ -74,14 +70,12 @@ class AcmeCloud:
 
     @hookimpl
     def confirm_environment(self, context: ProviderContext, timeout: float) -> str | None:
-        with self._client(context, timeout) as client:
-            try:
+        def probe() -> str:
+            with self._client(context, timeout) as client:
                 doc = client.get_json(self.confirm_path, deadline=timeout)
-            except MetadataUnavailable:
-                raise
-            except MetadataError:
-                return None  # it answered, but not as AcmeCloud's metadata
-            return f"AcmeCloud metadata at {client.endpoint.url} (instance {doc['id']})"
+                return f"AcmeCloud metadata at {client.endpoint.url} (instance {doc['id']})"
+
+        return confirm_probe("acmecloud", probe)
 
     @hookimpl
     def instance_properties(self, context: ProviderContext, deadline: float) -> AcmeInstance:
@@ -156,6 +150,7 @@ TYPO_IN_CONFIRM_PATH = AcmeCloud(confirm_path="/acme/v1/instnace")
 MTU_70000 = AcmeCloud(mtu=70000)
 EMPTY_KNOWN_MACS = AcmeCloud(known=[])
 HYPHEN_IN_ATTRIBUTE = AcmeCloud(attribute="acmecloud.example.com/is-primary")
-ROUTE_WITHOUT_GATEWAY = AcmeCloud(route={"destination": "10.8.0.0/16"})
-NEIGHBOR_WITHOUT_MAC = AcmeCloud(neighbor={"destination": "10.8.0.1"})
+ROUTE_AND_NEIGHBOR_DRANET_REFUSES = AcmeCloud(
+    route={"destination": "10.8.0.0/16"}, neighbor={"destination": "10.8.0.1"}
+)
 MISSPELT_HOOK = MisspeltHook()

@@ -115,26 +115,31 @@ def test_an_attribute_the_api_server_refuses_is_explained(pytester: pytest.Pytes
     )
 
 
-@pytest.mark.parametrize(
-    ("variant", "rule"),
-    [
-        (
-            "ROUTE_WITHOUT_GATEWAY",
-            "routes[[]0[]].gateway: required unless scope is 253 (link)*[[]route-gateway[]]",
-        ),
-        (
-            "NEIGHBOR_WITHOUT_MAC",
-            "neighbors[[]0[]].hardwareAddr: cannot be empty [[]neighbor-mac[]]",
-        ),
-    ],
-)
-def test_routes_and_neighbors_dranet_refuses_are_explained(
-    pytester: pytest.Pytester, variant: str, rule: str
-) -> None:
-    result = run_suite(pytester, variant, "test_device_configs_validate")
+def test_a_route_and_a_neighbor_dranet_refuses_are_explained(pytester: pytest.Pytester) -> None:
+    """DRANET's rules for routes and neighbors (pkg/apis/validation.go, validateRoutes
+    and validateNeighborConfig): a universe-scope route needs a gateway; a neighbor
+    needs a MAC."""
+    result = run_suite(pytester, "ROUTE_AND_NEIGHBOR_DRANET_REFUSES", "device_configs_validate")
     result.assert_outcomes(failed=1)
     explained(
         result,
         "test_device_configs_validate",
-        f"plugin acmecloud: device eth0/*: DRANET would refuse its device config *: {rule}",
+        "plugin acmecloud: device eth0/*: DRANET would refuse its device config *: "
+        "routes[[]0[]].gateway: required unless scope is 253 (link)*[[]route-gateway[]]; "
+        "neighbors[[]0[]].hardwareAddr: cannot be empty [[]neighbor-mac[]]",
+    )
+
+
+def test_a_misspelt_hook_fails_naming_the_plugin_the_function_and_the_hook(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_suite(pytester, "MISSPELT_HOOK")
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1 and "passed" not in outcomes, failures(result)
+    explained(
+        result,
+        "test_loads_through_the_hosts_load_path",
+        "plugin acmecloud: the host's load path refuses it (`dranet-cloud plugins` and `serve` "
+        "stop on it too): plugin acmecloud: function attribute_rankng is marked @hookimpl but "
+        "'attribute_rankng' is no hook*attribute_ranking*",
     )

@@ -108,15 +108,29 @@ class PluginConformance:
 
     # --- environment ---------------------------------------------------------
 
-    @pytest.fixture()
-    def registry(self) -> PluginRegistry:
-        reg = PluginRegistry()
+    def load_registry(self) -> PluginRegistry:
+        """The installed plugins, loaded as ``dranet-cloud serve`` loads them.
+
+        A plugin the host refuses (a misspelt ``@hookimpl``: pluggy alone would
+        register it silently and never call it) or cannot import fails here,
+        saying why.
+        """
+        reg = PluginRegistry(strict=False)
+        problem = reg.load_errors.get(self.plugin_name)
+        assert problem is None, self._says(
+            f"the host's load path refuses it (`dranet-cloud plugins` and `serve` stop on "
+            f"it too): {problem}"
+        )
         assert self.plugin_name in reg.names(), self._says(
-            f"not installed in the {ENTRY_POINT_GROUP!r} entry-point group (installed: "
-            f"{', '.join(reg.names()) or 'none'}); install its distribution, e.g. "
-            "`pip install -e .` in the plugin's directory"
+            f"not loaded from the {ENTRY_POINT_GROUP!r} entry-point group (loaded: "
+            f"{', '.join(reg.names()) or 'none'}); install its distribution (`pip install -e .` "
+            "in the plugin's directory), and see the warning logged if it failed to import"
         )
         return reg
+
+    @pytest.fixture()
+    def registry(self) -> PluginRegistry:
+        return self.load_registry()
 
     def environment(
         self, registry: PluginRegistry, tmp_path: Path
@@ -182,6 +196,12 @@ class PluginConformance:
         host.close()
 
     # --- checks --------------------------------------------------------------
+
+    def test_loads_through_the_hosts_load_path(self) -> None:
+        """Every other check needs the plugin loaded; this one says so once, as a
+        failure of its own (the others then error in the ``registry`` fixture)."""
+        reg = self.load_registry()
+        assert reg.roles(self.plugin_name), self._says("it loads, but with no role")
 
     def test_roles_are_backed_by_hooks(self, registry: PluginRegistry) -> None:
         roles = registry.roles(self.plugin_name)
