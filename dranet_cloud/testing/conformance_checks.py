@@ -18,7 +18,7 @@ from ..logsafe import safe
 from ..models import DeviceAttribute, NetworkConfig
 from ..validation import ConfigInvalid, validate_network_config
 from .dranet_wire import go_shape_problems
-from .emulator import LoggedRequest
+from .messages import LoggedRequest
 
 # DRANET's floor is its own rule (``pkg/apis/validation.go``: ``MinMTU = 68``,
 # checked by :mod:`dranet_cloud.validation`), but its ``ValidateConfig`` has
