@@ -1,10 +1,13 @@
-"""docs/architecture.md names every module of the core package, and only modules.
+"""docs/architecture.md names every module of the core and of every plugin.
 
 A newcomer finds a module's concept in the map before opening the module, so
 a module the map leaves out is a module nobody finds; a name the map keeps
 after its module moved sends them to a file that is not there.  Names in the
 "Core modules" section are paths relative to ``dranet_cloud/``
-(``ipam/sqlite.py``); ``__init__.py`` files are modules too.
+(``ipam/sqlite.py``); ``__init__.py`` files are modules too.  A plugin's
+module is named in the "Plugin packages" section by the skeleton
+(``dranet_cloud_<cloud>/routing.py``), by its path, or, for a module several
+plugins have, by its file name (``constants.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ def core_modules() -> list[str]:
     return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
 
 
-def core_section(text: str) -> str:
-    """The "Core modules" section: from its heading to the next level-2 heading."""
-    start = text.index("\n## Core modules\n")
+def section(text: str, heading: str) -> str:
+    """A level-2 section: from its heading to the next level-2 heading."""
+    start = text.index(f"\n## {heading}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
+
+
+def core_section(text: str) -> str:
+    return section(text, "Core modules")
 
 
 def named_modules(text: str) -> set[str]:
@@ -60,4 +67,22 @@ def test_every_name_in_the_core_map_is_a_module() -> None:
         "docs/architecture.md names "
         + ", ".join(f"dranet_cloud/{m}" for m in stale)
         + " in 'Core modules', but no such module exists: update or remove the line"
+    )
+
+
+def test_every_plugin_module_is_named_in_the_architecture_doc() -> None:
+    text = section(DOC.read_text(encoding="utf-8"), "Plugin packages")
+    names = set(re.findall(r"[\w<>/.-]+\.py", text))
+    missing: list[str] = []
+    packages = sorted(ROOT.glob("plugins/*/dranet_cloud_*"))
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
+            rel = path.relative_to(package).as_posix()
+            forms = {f"dranet_cloud_<cloud>/{rel}", path.relative_to(ROOT).as_posix(), rel}
+            if not forms & names:
+                missing.append(path.relative_to(ROOT).as_posix())
+    assert len(packages) >= 7
+    assert not missing, (
+        f"docs/architecture.md does not name {', '.join(missing)}: add it to the skeleton "
+        "or to the plugin's extra modules (section 'Plugin packages')"
     )
