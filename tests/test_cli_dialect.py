@@ -303,3 +303,28 @@ def test_demo_lists_devices_naturally(capsys: pytest.CaptureFixture[str]) -> Non
     described = next(s for s in steps if s["step"].startswith("described"))
     names = [d["device"]["name"] for d in described["data"]]
     assert names == ["eth0", *(f"rdma{n}" for n in range(16))]
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["emulate", "gce", "--latency", "0"], None),
+        (["emulate", "gce", "--latency", "61"], "'61' must be a finite number of seconds from 0"),
+        (["health", "--timeout", "0"], "'0' must be a finite number of seconds above 0"),
+        (["health", "--timeout", "nan"], "'nan' must be a finite number"),
+        (["serve", "--max-connections", "0"], "'0' must be at least 1"),
+        (["serve", "--shutdown-timeout", "x"], "'x' is not a whole number of seconds"),
+        (["serve", "--shutdown-timeout", "86401"], "must be between 0 and 86400 seconds"),
+        (["detect", "--probe-timeout", "inf"], "at most 86400"),
+    ],
+)
+def test_numbers_are_read_one_way_everywhere(
+    argv: list[str], refused: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = build_parser(argv[0])
+    if refused is None:
+        assert parser.parse_args(argv).latency == 0
+        return
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(argv)
+    assert exc.value.code == 2 and refused in capsys.readouterr().err

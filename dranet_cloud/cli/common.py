@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .argtypes import seconds_type
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,22 +26,8 @@ if TYPE_CHECKING:
 MAX_SECONDS = 86400.0
 
 
-def seconds(text: str) -> float:
-    """An argparse type for deadlines and timeouts: a finite number of seconds > 0.
-
-    ``float()`` accepts ``nan`` and ``inf``; either would make a wait endless
-    (``nan`` compares false with everything), and a negative one is a typo.
-    A rejected value exits 2 with argparse's usage message.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be a finite number of seconds above 0 and at most {MAX_SECONDS:g}"
-        )
-    return value
+# For deadlines and timeouts: above 0 (nan, inf and negatives refused), at most a day.
+seconds = seconds_type(MAX_SECONDS)
 
 
 FLOOR_ENV = "DRANET_CLOUD_DRANET_ATTRIBUTE_FLOOR"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .argtypes import seconds_type
 from .helptext import add_command
 
 
@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--latency",
-        type=_seconds,
+        type=seconds_type(60, zero=True),
         default=0.0,
         metavar="SECONDS",
         help="add this many seconds to every request (e.g. 0.002 for a 2 ms API round trip)",
@@ -81,16 +81,6 @@ def register(sub: Any) -> None:
         "default a new random one",
     )
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0 or value > 60:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 to 60 seconds")
-    return value
 
 
 def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Any:

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
+from .argtypes import seconds_type
 from .helptext import add_command
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
@@ -47,22 +48,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=_timeout,
+        type=seconds_type(3600),
         default=2.0,
         metavar="SECONDS",
         help="end-to-end deadline for connect, request and answer (default 2)",
     )
     p.set_defaults(func=run)
-
-
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < 3600:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 3600 seconds")
-    return value
 
 
 def _connect(listen: str, timeout: float) -> socket.socket:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..lazylog import apply_if_imported, apply_pending
 from .common import (
@@ -22,6 +23,8 @@ from .output import add_output_flag, device_key, emit_json, emit_pairs, emit_tab
 
 if TYPE_CHECKING:
     from ..detection import DetectionResult
+
+T = TypeVar("T")
 
 
 def register(sub: Any, only: str | None = None) -> None:
@@ -277,14 +280,24 @@ def run_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_profile_get(args: argparse.Namespace) -> int:
+def _on_claim(args: argparse.Namespace, act: Callable[..., T]) -> tuple[Any, Any, T]:
+    """``act(host, device, claim, config)`` with ``profile get|release``'s flags, then close.
+
+    Returns the device and the claim with ``act``'s result, for the report.
+    """
     host = build_host(args)
     try:
         device = parse_device(args.device, host.context.host_root)
         claim = read_claim(args)
-        final = host.network_config(device, claim.uid, read_config(args.config), claim=claim)
+        return device, claim, act(host, device, claim, read_config(args.config))
     finally:
         host.close()
+
+
+def run_profile_get(args: argparse.Namespace) -> int:
+    _, _, final = _on_claim(
+        args, lambda host, dev, claim, cfg: host.network_config(dev, claim.uid, cfg, claim=claim)
+    )
     if args.output == "json":
         emit_json(final.to_wire())
     else:
@@ -293,13 +306,9 @@ def run_profile_get(args: argparse.Namespace) -> int:
 
 
 def run_profile_release(args: argparse.Namespace) -> int:
-    host = build_host(args)
-    try:
-        device = parse_device(args.device, host.context.host_root)
-        claim = read_claim(args)
-        ok = host.release(device, claim.uid, read_config(args.config), claim=claim)
-    finally:
-        host.close()
+    device, claim, ok = _on_claim(
+        args, lambda host, dev, claim, cfg: host.release(dev, claim.uid, cfg, claim=claim)
+    )
     data = {"device": device.to_wire(), "claim_uid": claim.uid, "released": ok}
     if args.output == "json":
         emit_json(data)

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .argtypes import whole_number_type
 from .common import add_provider_flags, build_host, seconds
 from .gc_flags import (
     LIVE_CLAIMS_HELP,
@@ -41,26 +42,6 @@ def _octal_mode(text: str) -> int:
     if not 0 <= mode <= 0o777:
         raise argparse.ArgumentTypeError(f"{text!r} is not a permission mode (0000-0777)")
     return mode
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _whole_seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
-    if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 86400 seconds")
-    return value
 
 
 ROLES = ("cloud", "profile")
@@ -108,14 +89,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--max-body-bytes",
-        type=_positive_int,
+        type=whole_number_type(1),
         default=1 << 20,
         metavar="N",
         help="refuse request bodies larger than this with 413 (default 1048576)",
     )
     p.add_argument(
         "--shutdown-timeout",
-        type=_whole_seconds,
+        type=whole_number_type(0, 86400, unit="seconds"),
         default=25,
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight requests may take to finish (default 25)",
@@ -138,7 +119,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--max-connections",
-        type=_positive_int,
+        type=whole_number_type(1),
         default=None,
         metavar="N",
         help="open connections at most; at the cap a new one replaces the longest-idle one "
