@@ -21,7 +21,7 @@ import pytest
 from dranet_cloud.cli import demo_cmd
 from dranet_cloud.cli.helptext import EXAMPLES_HEADING, parse_help
 from dranet_cloud.cli.main import _split_global, build_parser, main
-from dranet_cloud.cli.output import OUTPUT_CHOICES, device_key, human, natural_key
+from dranet_cloud.cli.output import OUTPUT_CHOICES, device_key, error_text, human, natural_key
 from dranet_cloud.context import SampleHost
 from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.ipam import Owner, SqliteStore
@@ -328,3 +328,15 @@ def test_numbers_are_read_one_way_everywhere(
     with pytest.raises(SystemExit) as exc:
         parser.parse_args(argv)
     assert exc.value.code == 2 and refused in capsys.readouterr().err
+
+
+def test_errors_read_without_errno_or_file_reprs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert error_text(PermissionError(13, "Permission denied", "/x")) == "/x: Permission denied"
+    assert error_text(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
+    assert error_text(ValueError("bad")) == "bad"
+    sock = tmp_path / "gone.sock"
+    assert main(["health", "--listen", f"unix://{sock}"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"unhealthy: unix://{sock}: No such file or directory\n"

@@ -138,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
             which = (
                 f"sample host variant {args.variant!r}" if args.variant else "default sample host"
             )
+            variants = ", ".join(runnable(reg).get(name, []))
             raise ConfigError(
-                f"plugin {name} has no {which} (its variants: {human(runnable(reg).get(name))}; "
+                f"plugin {name} has no {which} (its variants: {variants}; "
                 "`dranet-cloud demo --help` lists every plugin's)"
             )
         fixture = str(sample.fixture) if sample.fixture is not None else None

@@ -116,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         status, body = probe(args.listen, args.timeout)
     except (OSError, ValueError) as exc:
-        sys.stderr.write(f"unhealthy: {args.listen}: {exc}\n")
+        from .output import error_text  # json and re only when the probe failed
+
+        sys.stderr.write(f"unhealthy: {args.listen}: {error_text(exc)}\n")
         return 1
     text = body.decode("utf-8", "replace").strip()
     if status != 200 or not text.startswith("{"):

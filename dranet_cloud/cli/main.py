@@ -232,7 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A file or socket the operator named: say which, without a traceback.
         log.debug("%s failed", args.command, exc_info=True)
-        print(_error_line(f"{args.command}: {exc}", args.log_format), file=sys.stderr)
+        from .output import error_text
+
+        print(_error_line(f"{args.command}: {error_text(exc)}", args.log_format), file=sys.stderr)
         return 1
     except Exception as exc:
         log.debug("%s failed", args.command, exc_info=True)

@@ -58,6 +58,16 @@ def human(value: Any) -> str:
     return str(value)
 
 
+def error_text(exc: BaseException) -> str:
+    """An exception as a person reads it: ``/x: Permission denied``, not ``[Errno 13] ..: '/x'``.
+
+    Python writes an ``OSError`` with its errno and the file's repr.
+    """
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
 _DIGITS = re.compile(r"(\d+)")
 # A PCI address, or DRANET's DRA device name for one (pci-0000-00-05-0): fixed-
 # width hex, whose text order is its numeric order (0000:56 before 0000:6c).
