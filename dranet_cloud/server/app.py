@@ -109,7 +109,7 @@ _RETRY_AFTER = (b"retry-after", b"1")
 # An unknown top-level field is most often a client that wraps the document
 # once too often (``{"device": {...}}`` sent to /GetDeviceAttributes, whose
 # body is the DeviceIdentifiers itself).  The request is still answered as it
-# always was (DRANET's own client ignores unknown fields too), but the
+# always was (as Go's encoding/json ignores an unknown field), but the
 # operator is told once per field name, per process: the memory is bounded,
 # as is what one request can log, and the name is escaped and cut short.
 _UNKNOWN_FIELDS_REPORTED = 4
