@@ -474,10 +474,9 @@ class PluginConformance:
             f"the error does not name the endpoint {emu.url}: {info.value}"
         )
 
-    @staticmethod
-    def _nic(host: ProviderHost, name: str) -> DeviceIdentifiers:
+    def _nic(self, host: ProviderHost, name: str) -> DeviceIdentifiers:
         found = [d for d in host.context.host_root.net_devices() if d.name == name]
-        assert found, f"the sample host has no NIC {name}"
+        assert found, self._says(f"its SampleHost names NIC {name}, which its sample node lacks")
         return found[0]
 
     def _check_own_address_claims(self, host: ProviderHost, nic: str, profile: str) -> None:
