@@ -152,32 +152,23 @@ def parse_network(network: str | None) -> tuple[int | None, str | None]:
     return _as_int(match["project"]), match["name"]
 
 
-def _ipv4_aliases(raw: Any, index: int) -> list[str]:
+def _networks(raw: Any, index: int, *, version: int, field: str) -> list[str]:
+    """The IPv``version`` networks of a metadata list, as CIDR strings.
+
+    A bare address is a /32 (IPv4 alias) or the VM's /96 (IPv6); an entry
+    that is no network of that version is skipped with a warning naming it.
+    """
+    default = 32 if version == 4 else DEFAULT_VM_IPV6_PREFIX
     out: list[str] = []
     for entry in _str_list(raw):
-        try:
-            net = ipaddress.ip_network(entry if "/" in entry else f"{entry}/32", strict=False)
-        except ValueError:
-            log.warning("gce: NIC %d: ignoring unparsable ipAliases entry %r", index, entry)
-            continue
-        if net.version != 4:
-            log.warning("gce: NIC %d: ignoring non-IPv4 ipAliases entry %r", index, entry)
-            continue
-        out.append(str(net))
-    return out
-
-
-def _ipv6_ranges(raw: Any, index: int) -> list[str]:
-    out: list[str] = []
-    for entry in _str_list(raw):
-        text = entry if "/" in entry else f"{entry}/{DEFAULT_VM_IPV6_PREFIX}"
+        text = entry if "/" in entry else f"{entry}/{default}"
         try:
             net = ipaddress.ip_network(text, strict=False)
         except ValueError:
-            log.warning("gce: NIC %d: ignoring unparsable IPv6 entry %r", index, entry)
+            log.warning("gce: NIC %d: ignoring unparsable %s entry %r", index, field, entry)
             continue
-        if net.version != 6:
-            log.warning("gce: NIC %d: ignoring non-IPv6 entry %r in ipv6s", index, entry)
+        if net.version != version:
+            log.warning("gce: NIC %d: ignoring non-IPv%d %s entry %r", index, version, field, entry)
             continue
         out.append(str(net))
     return out
@@ -208,8 +199,8 @@ def parse_nic(index: int, raw: Any, document: str = "the metadata tree") -> GceN
         network=network,
         network_name=network_name,
         network_project_number=project_number,
-        ip_aliases=_ipv4_aliases(raw.get("ipAliases"), index),
-        ipv6_ranges=list(dict.fromkeys(_ipv6_ranges(ipv6_raw, index))),
+        ip_aliases=_networks(raw.get("ipAliases"), index, version=4, field="ipAliases"),
+        ipv6_ranges=list(dict.fromkeys(_networks(ipv6_raw, index, version=6, field="IPv6"))),
     )
 
 
