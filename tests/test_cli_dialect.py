@@ -340,3 +340,13 @@ def test_errors_read_without_errno_or_file_reprs(
     assert main(["health", "--listen", f"unix://{sock}"]) == 1
     err = capsys.readouterr().err
     assert err == f"unhealthy: unix://{sock}: No such file or directory\n"
+
+
+def test_emulate_help_lists_the_installed_emulators(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["emulate", "--help"])
+    assert exc.value.code == 0
+    line = capsys.readouterr().out.partition("installed emulators (PLUGIN): ")[2].split(";")[0]
+    registry = PluginRegistry()
+    expected = [n for n in registry.names() if registry.implements(n, "emulator")]
+    assert line.split(", ") == expected and "gce" in expected

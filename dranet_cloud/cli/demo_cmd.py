@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .helptext import add_command
+from .helptext import add_command, add_listing_help
 from .output import add_output_flag, device_key, human
 
 DEFAULT_DEMO_PLUGIN = "gce"
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         """,
         add_help=False,
     )
-    p.add_argument("-h", "--help", action=_HelpWithSamples, help="show this help message and exit")
+    add_listing_help(p, runnable_listing)
     p.add_argument(
         "--plugin",
         default=DEFAULT_DEMO_PLUGIN,
@@ -55,22 +55,6 @@ def register(sub: Any) -> None:
     )
     add_output_flag(p)
     p.set_defaults(func=run)
-
-
-class _HelpWithSamples(argparse.Action):
-    """``demo --help``: the usual help, then what this installation can run.
-
-    Listed from the installed plugins when help is asked for, not when the
-    parser is built: other commands' start-up never loads the plugins.
-    """
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.epilog = f"{parser.epilog}\n\n{runnable_listing()}"
-        parser.print_help()
-        parser.exit()
 
 
 def runnable(registry: Any) -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .argtypes import seconds_type
-from .helptext import add_command
+from .helptext import add_command, add_listing_help
 
 
 def register(sub: Any) -> None:
@@ -35,10 +35,13 @@ def register(sub: Any) -> None:
         dranet-cloud emulate aws --listen 127.0.0.1:8080 --faults unavailable-for=3
         dranet-cloud emulate kubernetes --latency 0.002   # the Kubernetes API emulator
         """,
+        add_help=False,
     )
+    add_listing_help(p, emulator_listing)
     p.add_argument(
         "plugin",
-        help="plugin name (gce, aws, aliyun, ...), or 'kubernetes' for the API emulator",
+        help="an installed plugin with an emulator (listed below), or 'kubernetes' for the API "
+        "emulator",
     )
     p.add_argument(
         "--listen",
@@ -83,13 +86,29 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def with_emulator(registry: Any) -> list[str]:
+    """The installed plugins that ship a metadata emulator."""
+    return [n for n in registry.names() if registry.implements(n, "emulator")]
+
+
+def emulator_listing() -> str:
+    """The ``emulate --help`` line naming every emulator this installation can serve."""
+    from ..plugins import PluginRegistry
+
+    names = with_emulator(PluginRegistry())
+    return (
+        f"installed emulators (PLUGIN): {', '.join(names) or 'none'}; "
+        "and kubernetes (the Kubernetes API emulator, part of the core)"
+    )
+
+
 def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Any:
     from ..plugins import PluginRegistry
 
     reg = PluginRegistry()
     name = reg.resolve(plugin, flag="emulate", allow_none=False)
     if name is None or not reg.implements(name, "emulator"):
-        with_one = ", ".join(n for n in reg.names() if reg.implements(n, "emulator"))
+        with_one = ", ".join(with_emulator(reg))
         raise ConfigError(f"plugin {plugin!r} ships no emulator (plugins with one: {with_one})")
     path = Path(fixture) if fixture else None
     if path is not None and not path.is_file():

@@ -19,7 +19,7 @@ and parses every example, so an example cannot drift from the flags.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 EXAMPLES_HEADING = "examples:"
@@ -64,3 +64,33 @@ def add_command(sub: Any, name: str, text: str, **kwargs: Any) -> argparse.Argum
         **kwargs,
     )
     return parser
+
+
+class _HelpWithListing(argparse.Action):
+    """``-h/--help`` that adds what this installation offers below the examples.
+
+    The listing is computed when help is asked for, not when the parser is
+    built: other commands' start-up never loads the plugins.
+    """
+
+    def __init__(
+        self, option_strings: list[str], dest: str, listing: Callable[[], str], **kwargs: Any
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.listing = listing
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.epilog = f"{parser.epilog}\n\n{self.listing()}"
+        parser.print_help()
+        parser.exit()
+
+
+def add_listing_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> None:
+    """``-h/--help`` ending with ``listing()`` (the parser was made with ``add_help=False``)."""
+    parser.add_argument(
+        "-h",
+        "--help",
+        action=_HelpWithListing,
+        listing=listing,
+        help="show this help message and exit",
+    )
