@@ -2,10 +2,10 @@
 
 Why: every ``dranet-cloud detect`` (each node start) imports every plugin
 module and asks each for ``local_evidence``; importing pluggy (which brings
-:mod:`inspect`) would cost more than a bare-metal node's whole detection.  So
-plugin modules are marked, read and called here, and a pluggy
-``PluginManager`` is created only when something needs more (a wrapper,
-several implementations of one hook, a plugin that is not a module).
+:mod:`inspect`) costs more than a bare-metal node's whole detection.  So
+plugin modules are marked, read and called by the code here, and a pluggy
+``PluginManager`` is created only for what pluggy alone can run (a wrapper,
+several implementations of one hook) or read (a plugin that is not a module).
 
 The rule: everything here gives exactly pluggy's answer, so a plugin behaves
 the same whether pluggy or this module handles it.
@@ -13,10 +13,10 @@ the same whether pluggy or this module handles it.
 * :data:`hookimpl` sets the same attribute, holding the same options dict, as
   ``pluggy.HookimplMarker("dranet_cloud")``, and :func:`firstresult_spec` the
   same as ``pluggy.HookspecMarker("dranet_cloud")(firstresult=True)``.
-* :func:`module_hooks` finds the marked functions of a module and the hook
-  each implements (``specname`` or the function's name), as
-  ``PluginManager.register`` does; it answers ``None`` ("ask pluggy") for
-  anything else (a plugin object, a marked static/class/bound method).
+* :func:`plugin_hooks` finds a module's marked functions and the hook each
+  implements (``specname`` or the function's name), as
+  ``PluginManager.register`` does; anything else (a plugin object, a marked
+  static/class/bound method) it hands to pluggy's own parser.
 * :func:`plain_signature` and :func:`call_with` pass a single implementation
   the arguments pluggy would (required ones by position, defaulted ones only
   when given); ``None``/``False`` hands the call to pluggy, which then
@@ -25,10 +25,11 @@ the same whether pluggy or this module handles it.
 How it is tested: ``tests/test_hookmarks.py`` puts each of these beside
 pluggy itself (the installed version) on the same functions and plugins:
 the options dicts must be equal, the hooks found must be the ones pluggy
-registers, the arguments passed must be the ones pluggy passes, and the
-unknown-hook check of :mod:`dranet_cloud.plugins` must refuse exactly the
-plugins ``PluginManager.check_pending()`` refuses.  A pluggy upgrade that
-changes any of them fails that test.
+registers, the arguments passed must be the ones pluggy passes, and
+:func:`dranet_cloud.plugins.check_hook_names` must refuse exactly the
+plugins pluggy's ``check_pending()`` (unknown hook) and ``register``
+(argument the hook does not pass) refuse.  A pluggy upgrade that changes
+any of them fails that test.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ SPEC_ATTR = PROJECT + "_spec"
 
 
 # pluggy's options and their defaults (the typed form, _Options, is for mypy only).
-_DEFAULTS: dict[str, Any] = {
+IMPL_DEFAULTS: dict[str, Any] = {
     "wrapper": False,
     "hookwrapper": False,
     "optionalhook": False,
@@ -94,10 +95,10 @@ class HookimplMarker:
     def __call__(
         self, function: _F | None = None, /, **options: Unpack[_Options]
     ) -> _F | Callable[[_F], _F]:
-        unknown = set(options) - set(_DEFAULTS)
+        unknown = set(options) - set(IMPL_DEFAULTS)
         if unknown:
             raise TypeError(f"hookimpl() got unexpected options {sorted(unknown)}")
-        opts = {**_DEFAULTS, **options}
+        opts = {**IMPL_DEFAULTS, **options}
 
         def mark(func: _F) -> _F:
             setattr(func, self.project_name + "_impl", dict(opts))
@@ -116,33 +117,56 @@ def firstresult_spec(func: _F) -> _F:
     return func
 
 
-# Hook name -> the module's marked functions implementing it, with their options.
-ModuleHooks = dict[str, list[tuple[FunctionType, dict[str, Any]]]]
+# (function, required argument names, defaulted argument names)
+Signature = tuple[Any, tuple[str, ...], tuple[str, ...]]
+
+# One implementation of a hook in a plugin: the function's name in the plugin,
+# how to call it directly (None: only pluggy can), its marker's options.
+Impl = tuple[str, Signature | None, dict[str, Any]]
 
 
-def module_hooks(plugin: object) -> ModuleHooks | None:
-    """The hooks a plugin module implements, as pluggy's ``register`` reads them.
+def plugin_hooks(plugin: object) -> dict[str, list[Impl]]:
+    """Hook name -> ``plugin``'s implementations, as pluggy's ``register`` reads them.
 
-    ``None`` when only pluggy can tell: the plugin is not a module, or it
-    marks a static, class or bound method.
+    The hook is the marker's ``specname``, else the function's name.  A
+    module (every entry point) is read here, without pluggy; anything else
+    (a plugin object, a module marking a static, class or bound method) by
+    pluggy's own ``parse_hookimpl_opts`` and ``HookImpl``.
     """
+    found = _module_hooks(plugin)
+    if found is not None:
+        return found
+    import pluggy
+
+    parser = pluggy.PluginManager(PROJECT)
+    out: dict[str, list[Impl]] = {}
+    for attr in dir(plugin):
+        marked = parser.parse_hookimpl_opts(plugin, attr)
+        if marked is None:
+            continue
+        opts: dict[str, Any] = {**IMPL_DEFAULTS, **marked}
+        impl = pluggy.HookImpl(plugin, "", getattr(plugin, attr), opts)  # type: ignore[arg-type]
+        signature = (impl.function, tuple(impl.argnames), tuple(impl.kwargnames))
+        out.setdefault(opts["specname"] or attr, []).append((attr, signature, opts))
+    return out
+
+
+def _module_hooks(plugin: object) -> dict[str, list[Impl]] | None:
+    """:func:`plugin_hooks` of a module, or ``None`` when only pluggy can tell."""
     if type(plugin) is not ModuleType:
         return None
-    out: ModuleHooks = {}
+    out: dict[str, list[Impl]] = {}
     for attr, value in vars(plugin).items():
         if isinstance(value, FunctionType):
             opts = getattr(value, IMPL_ATTR, None)
             if isinstance(opts, dict):
-                out.setdefault(opts.get("specname") or attr, []).append((value, opts))
+                impl = (attr, plain_signature(value), opts)
+                out.setdefault(opts.get("specname") or attr, []).append(impl)
         elif isinstance(value, (staticmethod, classmethod, MethodType)) and (
             getattr(value, IMPL_ATTR, None) is not None or getattr(value.__func__, IMPL_ATTR, None)
         ):
             return None
     return out
-
-
-# (function, required argument names, defaulted argument names)
-Signature = tuple[Any, tuple[str, ...], tuple[str, ...]]
 
 
 def plain_signature(func: Any) -> Signature | None:

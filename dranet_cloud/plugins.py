@@ -1,7 +1,10 @@
-"""Finding plugins: the ``dranet_cloud`` entry-point group, and their roles.
+"""The plugins: found in the ``dranet_cloud`` entry-point group, checked, called.
 
 Roles are read off the hooks a plugin implements rather than declared
-separately, so a plugin can never claim a role it has no code for.
+separately, so a plugin can never claim a role it has no code for.  A plugin
+whose ``@hookimpl`` names no hook is refused when it is loaded
+(:func:`check_hook_names`), and every hook is called one way:
+:meth:`PluginRegistry.call`.
 """
 
 from __future__ import annotations
@@ -11,16 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import hookspecs
-from ._hookmarks import (
-    PROJECT,
-    SPEC_ATTR,
-    ModuleHooks,
-    Signature,
-    call_with,
-    is_plain,
-    module_hooks,
-    plain_signature,
-)
+from ._hookmarks import PROJECT, SPEC_ATTR, Impl, Signature, call_with, is_plain, plugin_hooks
 from .errors import ConfigError, PluginError, UnknownHookError
 from .lazylog import LazyLogger
 
@@ -39,11 +33,6 @@ ROLE_HOOKS = {
     "cloud": ("instance_properties",),
     "profile": ("profile_config", "release_profile_config"),
 }
-
-
-# Hooks the registry may call without pluggy while no PluginManager exists
-# (auto-detection on a node with no evidence never needs one).
-DIRECT_HOOKS = frozenset({"local_evidence"})
 
 
 class PluginInfo:
@@ -84,27 +73,6 @@ class PluginInfo:
 HOOK_NAMES = frozenset(n for n, f in vars(hookspecs).items() if hasattr(f, SPEC_ATTR))
 
 
-def _marked_functions(plugin: object) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(function name, hook it names, options)`` for each ``@hookimpl`` of ``plugin``.
-
-    Read as pluggy's ``register`` reads a plugin: a module from its markers
-    (:func:`dranet_cloud._hookmarks.module_hooks`), anything else by pluggy's
-    own ``parse_hookimpl_opts``.
-    """
-    hooks = module_hooks(plugin)
-    if hooks is not None:
-        return [(f.__name__, hook, opts) for hook, impls in hooks.items() for f, opts in impls]
-    import pluggy
-
-    parser = pluggy.PluginManager(PROJECT)
-    out = []
-    for attr in dir(plugin):
-        opts = parser.parse_hookimpl_opts(plugin, attr)
-        if opts is not None:
-            out.append((attr, opts.get("specname") or attr, dict(opts)))
-    return out
-
-
 def check_hook_names(plugin: object, name: str | None = None) -> None:
     """Refuse a plugin with an ``@hookimpl`` that names no hook (a misspelt hook).
 
@@ -114,54 +82,78 @@ def check_hook_names(plugin: object, name: str | None = None) -> None:
     unknown hook is allowed only with ``optionalhook=True``), with a message
     that names the plugin (``name``, else the module's name), the function
     and the closest hook.  Raises :class:`~dranet_cloud.errors.UnknownHookError`.
+
+    It also refuses, as pluggy's ``register`` does, an implementation that
+    requires an argument its hook does not pass (:class:`PluginError`).
     """
     label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
-    for func, hook, opts in _marked_functions(plugin):
-        if hook in HOOK_NAMES or opts.get("optionalhook"):
-            continue
-        from .settings import did_you_mean  # error path only: settings imports logging
+    _check_hooks(label, plugin_hooks(plugin))
 
-        specname = opts.get("specname")
-        marked = f"@hookimpl(specname={specname!r})" if specname else "@hookimpl"
-        hint = did_you_mean(hook, HOOK_NAMES) or (
-            "; the hooks are " + ", ".join(sorted(HOOK_NAMES))
-        )
-        raise UnknownHookError(
-            f"plugin {label}: function {func} is marked {marked} but {hook!r} is no hook"
-            f"{hint} (fix the name in the plugin, or uninstall its distribution)"
-        )
+
+def _check_hooks(label: str, hooks: dict[str, list[Impl]]) -> None:
+    for hook, impls in hooks.items():
+        for func, signature, opts in impls:
+            if hook not in HOOK_NAMES:
+                if not opts.get("optionalhook"):
+                    raise UnknownHookError(_unknown_hook(label, func, hook, opts))
+                continue
+            extra = [a for a in signature[1] if a not in _HOOK_ARGS[hook]] if signature else []
+            if extra:
+                raise PluginError(
+                    f"plugin {label}: function {func} (hook {hook!r}) requires "
+                    f"{', '.join(map(repr, extra))}, which the hook does not pass (it passes "
+                    f"{', '.join(_HOOK_ARGS[hook]) or 'nothing'}); drop them or give them defaults"
+                )
+
+
+def _spec_args(hook: str) -> tuple[str, ...]:
+    code = getattr(hookspecs, hook).__code__
+    return tuple(code.co_varnames[: code.co_argcount])
+
+
+# Hook -> the arguments the host passes it (its spec's parameters).
+_HOOK_ARGS = {n: _spec_args(n) for n in HOOK_NAMES}
+
+
+def _unknown_hook(label: str, func: str, hook: str, opts: dict[str, Any]) -> str:
+    from .settings import did_you_mean  # error path only: settings imports logging
+
+    specname = opts.get("specname")
+    marked = f"@hookimpl(specname={specname!r})" if specname else "@hookimpl"
+    hint = did_you_mean(hook, HOOK_NAMES) or ("; the hooks are " + ", ".join(sorted(HOOK_NAMES)))
+    return (
+        f"plugin {label}: function {func} is marked {marked} but {hook!r} is no hook"
+        f"{hint} (fix the name in the plugin, or uninstall its distribution)"
+    )
 
 
 class PluginRegistry:
-    """A pluggy manager plus per-plugin routing.
+    """The installed plugins, their roles, and the one way the host calls them.
 
-    The host calls exactly one plugin per decision, so it uses
-    :meth:`caller` (a pluggy subset hook caller) instead of broadcasting.
-    The manager is created on first use: until then, roles are read off the
-    plugin modules' markers and :data:`DIRECT_HOOKS` are called directly, so
-    a node with no evidence never imports pluggy (nor :mod:`inspect`).
+    The host asks exactly one plugin per decision, and every hook is
+    ``firstresult``, so :meth:`call` reaches one plugin's one implementation:
+    it calls it directly with the arguments pluggy would pass.  Only what
+    pluggy alone can run (a wrapper, several implementations of one hook)
+    goes through a pluggy manager, created then; a node that needs none,
+    like every ``detect``, never imports pluggy (nor :mod:`inspect`).
+    Roles and routes are read off each plugin by
+    :func:`dranet_cloud._hookmarks.plugin_hooks`, which reads them as pluggy
+    does.
     """
 
-    def __init__(
-        self,
-        pm: pluggy.PluginManager | None = None,
-        *,
-        load_entry_points: bool = True,
-        strict: bool = True,
-    ):
+    def __init__(self, *, load_entry_points: bool = True, strict: bool = True):
         """``strict``: raise the first :class:`PluginError` of the installed plugins
         (a misspelt hook); otherwise only record them in :attr:`load_errors`
         (``dranet-cloud plugins`` lists the others, then reports them)."""
-        self._pm = pm
+        self._pm: pluggy.PluginManager | None = None
         self._pm_lock = threading.Lock()
-        if pm is not None:
-            pm.add_hookspecs(hookspecs)
-        # Loaded plugins not yet handed to the manager, in load order.
+        # Every plugin, by name, in load order; those not yet given to the manager.
+        self._plugins: dict[str, object] = {}
         self._pending: dict[str, object] = {}
-        self._marks: dict[str, ModuleHooks | None] = {}
+        self._hooks: dict[str, dict[str, list[Impl]]] = {}
         self._dist: dict[str, tuple[str, str]] = {}
+        self._routes: dict[tuple[str, str], Signature | None] = {}
         self._callers: dict[tuple[str, str], Any] = {}
-        self._singles: dict[tuple[str, str], Signature | None] = {}
         # Told of every exception a plugin's hook raises through call()
         # (plugin, hook, exception): /metrics counts them.  Cheaper than
         # pluggy's call monitoring, which wraps every call, failing or not.
@@ -175,13 +167,11 @@ class PluginRegistry:
 
     @property
     def pm(self) -> pluggy.PluginManager:
-        """The pluggy manager, created (and given the loaded plugins) on first use.
+        """The pluggy manager, created (and given every plugin) on first use.
 
         Detection confirms candidates in threads, so two threads may get here
-        at once.  The manager is published only once every loaded plugin is
-        registered with it: until then :meth:`_hooks_of` answers from the
-        plugins' markers, never from a manager that lacks a plugin (which
-        made a detected cloud look like it had no hooks, and no roles).
+        at once; the lock hands each plugin to the manager once.  Roles and
+        routes never wait for it: they are read off the plugins themselves.
         """
         pm = self._pm
         if pm is not None and not self._pending:
@@ -194,31 +184,27 @@ class PluginRegistry:
                 pm.add_hookspecs(hookspecs)
             else:
                 pm = self._pm
-            for name, module in list(self._pending.items()):
-                pm.register(module, name=name)
+            for name, plugin in list(self._pending.items()):
+                pm.register(plugin, name=name)
             self._pm = pm
             self._pending.clear()
-            self._forget_routes()
+            self._callers.clear()  # a subset caller built before would miss a plugin
         return pm
 
-    def _forget_routes(self) -> None:
-        """Drop the per-plugin callers: a plugin registered since would be missed."""
-        self._callers.clear()
-        self._singles.clear()
-
-    def _hooks_of(self, name: str) -> ModuleHooks | None:
-        """The markers of a plugin not yet in the manager; ``None``: ask pluggy."""
-        if self._pm is not None or name not in self._pending:
-            return None
-        if name not in self._marks:
-            self._marks[name] = module_hooks(self._pending[name])
-        return self._marks[name]
+    def _add(self, plugin: object, name: str, distribution: str, version: str) -> None:
+        """Accept a plugin whose hooks name real hooks (else raise :class:`PluginError`)."""
+        hooks = plugin_hooks(plugin)
+        _check_hooks(name, hooks)  # check_hook_names, reading the plugin once
+        self._plugins[name] = self._pending[name] = plugin
+        self._dist[name] = (distribution, version)
+        self._hooks[name] = hooks
+        self._routes = {k: v for k, v in self._routes.items() if k[0] != name}
 
     def load_entry_points(self) -> None:
         from .entrypoints import plugin_entry_points
 
         for ep in plugin_entry_points(ENTRY_POINT_GROUP):
-            if ep.name in self._pending or (self._pm is not None and self._pm.has_plugin(ep.name)):
+            if ep.name in self._plugins:
                 continue
             try:
                 module = ep.load()
@@ -226,16 +212,9 @@ class PluginRegistry:
                 log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
                 continue
             try:
-                check_hook_names(module, ep.name)
+                self._add(module, ep.name, ep.distribution, ep.version)
             except PluginError as exc:
                 self.load_errors[ep.name] = exc
-                continue
-            if self._pm is None:
-                self._pending[ep.name] = module
-            else:
-                self._pm.register(module, name=ep.name)
-                self._forget_routes()
-            self._dist[ep.name] = (ep.distribution, ep.version)
 
     def register(
         self,
@@ -246,27 +225,28 @@ class PluginRegistry:
     ) -> None:
         """Register a plugin object directly (tests, built-ins).
 
-        Raises :class:`~dranet_cloud.errors.UnknownHookError` for a misspelt hook.
+        Raises :class:`~dranet_cloud.errors.PluginError` for a misspelt hook, and
+        pluggy's own errors for anything else its manager refuses.
         """
-        check_hook_names(module, name)
-        self.pm.register(module, name=name)
-        self._dist[name] = (distribution, version)
-        self._forget_routes()
+        if name in self._plugins:
+            raise ValueError(f"a plugin is already registered as {name!r}")
+        self._add(module, name, distribution, version)
+        try:
+            self.pm  # noqa: B018 - pluggy validates it now, as it always did
+        except BaseException:
+            del self._plugins[name]
+            self._pending.pop(name, None)
+            raise
 
     def names(self) -> list[str]:
-        if self._pm is None:
-            return sorted(self._pending)
-        return sorted(n for n, _ in self.pm.list_name_plugin())
+        return sorted(self._plugins)
+
+    def get_plugin(self, name: str) -> object | None:
+        """The plugin object (module) registered as ``name``."""
+        return self._plugins.get(name)
 
     def implements(self, name: str, hook: str) -> bool:
-        hooks = self._hooks_of(name)
-        if hooks is not None:
-            return hook in hooks
-        plugin = self.pm.get_plugin(name)
-        if plugin is None:
-            return False
-        caller = getattr(self.pm.hook, hook)
-        return any(impl.plugin is plugin for impl in caller.get_hookimpls())
+        return hook in self._hooks.get(name, {})
 
     def roles(self, name: str) -> tuple[str, ...]:
         roles = [
@@ -298,7 +278,7 @@ class PluginRegistry:
         if key in NONE_NAMES and allow_none:
             return None
         name = self.aliases().get(key, key)
-        if self.pm.get_plugin(name) is None:
+        if name not in self._plugins:
             from .settings import did_you_mean
 
             installed = ", ".join(self.names()) or "no plugins"
@@ -327,14 +307,6 @@ class PluginRegistry:
                 out.setdefault(str(alias).lower(), name)
         return out
 
-    def caller(self, name: str, hook: str) -> Any:
-        """A hook caller that reaches only plugin ``name``."""
-        key = (name, hook)
-        if key not in self._callers:
-            others = [p for n, p in self.pm.list_name_plugin() if n != name]
-            self._callers[key] = self.pm.subset_hook_caller(hook, remove_plugins=others)
-        return self._callers[key]
-
     def call(self, name: str, hook: str, **kwargs: Any) -> Any:
         """Call hook ``hook`` of plugin ``name`` only, with keyword arguments."""
         try:
@@ -348,45 +320,36 @@ class PluginRegistry:
             raise
 
     def _call(self, name: str, hook: str, kwargs: dict[str, Any]) -> Any:
-        signature: Signature | None = None
-        if self._pm is None:
-            hooks = self._hooks_of(name) if hook in DIRECT_HOOKS else None
-            impls = (hooks or {}).get(hook, [])
-            if len(impls) == 1 and is_plain(impls[0][1]):
-                signature = plain_signature(impls[0][0])
-        else:
-            signature = self._single_impl(name, hook)
-        if signature is not None:
-            called, result = call_with(signature, kwargs)
+        key = (name, hook)
+        try:
+            route = self._routes[key]
+        except KeyError:
+            route = self._routes[key] = self._route(name, hook)
+        if route is not None:
+            called, result = call_with(route, kwargs)
             if called:
                 return result
-        return self.caller(name, hook)(**kwargs)
+        return self._caller(name, hook)(**kwargs)
 
-    def _single_impl(self, name: str, hook: str) -> Signature | None:
-        """``(function, argument names, names with defaults)`` when plugin ``name``
-        has exactly one plain implementation of ``hook``: calling it with those
-        arguments (the defaulted ones when given) is what pluggy would do.
+    def _route(self, name: str, hook: str) -> Signature | None:
+        """How to call plugin ``name``'s ``hook`` directly, or ``None``: through pluggy.
 
-        Every hook here is ``firstresult``, so pluggy returns that one
-        implementation's result as it is; without wrappers there is nothing
-        else for it to do, and its call machinery was a measurable part of a
-        claim.  Anything else (wrappers, several implementations) goes
-        through pluggy.
+        Every hook of the contract is ``firstresult``, so for one plain
+        implementation pluggy returns that implementation's result as it is;
+        its call machinery was a measurable part of a claim.  Anything else
+        (a wrapper, several implementations, a name that is no hook) is
+        pluggy's to run.
         """
+        impls = self._hooks.get(name, {}).get(hook, [])
+        if hook in HOOK_NAMES and len(impls) == 1 and is_plain(impls[0][2]):
+            return impls[0][1]
+        return None
+
+    def _caller(self, name: str, hook: str) -> Any:
+        """A pluggy hook caller that reaches only plugin ``name``."""
         key = (name, hook)
-        if key in self._singles:
-            return self._singles[key]
-        found: Signature | None = None
-        caller = self.caller(name, hook)
-        impls = caller.get_hookimpls()
-        spec = caller.spec
-        if (
-            len(impls) == 1
-            and not (impls[0].wrapper or impls[0].hookwrapper)
-            and spec is not None
-            and spec.opts.get("firstresult")
-        ):
-            impl = impls[0]
-            found = (impl.function, tuple(impl.argnames), tuple(impl.kwargnames))
-        self._singles[key] = found
-        return found
+        pm = self.pm
+        if key not in self._callers:
+            others = [p for n, p in pm.list_name_plugin() if n != name]
+            self._callers[key] = pm.subset_hook_caller(hook, remove_plugins=others)
+        return self._callers[key]

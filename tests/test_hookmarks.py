@@ -20,7 +20,7 @@ import pytest
 from dranet_cloud import _hookmarks, hookspecs
 from dranet_cloud._hookmarks import IMPL_ATTR, PROJECT, SPEC_ATTR, hookimpl
 from dranet_cloud.cli.main import main
-from dranet_cloud.errors import UnknownHookError
+from dranet_cloud.errors import PluginError, UnknownHookError
 from dranet_cloud.plugins import HOOK_NAMES, PluginRegistry, check_hook_names
 from dranet_cloud.testing import HostRootBuilder
 
@@ -115,10 +115,10 @@ def frobnicate():
 }
 
 
-def plugin_module(key: str) -> types.ModuleType:
+def plugin_module(key: str, body: str | None = None) -> types.ModuleType:
     module = types.ModuleType(f"hookmarks_{key}")
     module.hookimpl = hookimpl  # type: ignore[attr-defined]
-    exec(textwrap.dedent(PLUGINS[key]), module.__dict__)  # the test plugins are inline
+    exec(textwrap.dedent(body or PLUGINS[key]), module.__dict__)  # the test plugins are inline
     return module
 
 
@@ -156,26 +156,55 @@ def test_check_hook_names_refuses_what_check_pending_refuses(key: str, make: Any
 
 
 @pytest.mark.parametrize("key", sorted(PLUGINS))
-def test_module_hooks_are_the_hooks_pluggy_registers(key: str) -> None:
+def test_plugin_hooks_of_a_module_are_the_hooks_pluggy_registers(key: str) -> None:
     module = plugin_module(key)
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(module, name="p")
     theirs = {
-        (hook, impl.function.__name__, impl.wrapper, impl.optionalhook)
+        (hook, impl.function.__name__, impl.argnames, impl.kwargnames, impl.wrapper)
         for hook in vars(pm.hook)
         for impl in getattr(pm.hook, hook).get_hookimpls()
     }
-    found = _hookmarks.module_hooks(module)
-    assert found is not None
     ours = {
-        (hook, f.__name__, bool(o["wrapper"]), bool(o["optionalhook"]))
-        for hook, impls in found.items()
-        for f, o in impls
+        (hook, func, sig[1], sig[2], bool(opts["wrapper"]))
+        for hook, impls in _hookmarks.plugin_hooks(module).items()
+        for func, sig, opts in impls
+        if sig is not None
     }
     assert ours == theirs
-    # A plugin object is left to pluggy.
-    assert _hookmarks.module_hooks(plugin_object(key)) is None
+
+
+def test_only_pluggy_reads_a_plugin_object() -> None:
+    """A class instance goes to pluggy's own parser (a module never needs pluggy)."""
+    assert _hookmarks._module_hooks(plugin_object("good")) is None
+    hooks = _hookmarks.plugin_hooks(plugin_object("renamed"))
+    assert sorted(f for f, _, _ in hooks["device_config"]) == ["config_for", "wrap"]
+
+
+ARG_PLUGINS = {  # device_config is passed context, instance and device
+    "extra_required": "def device_config(context, instance, device, mtu):",
+    "extra_defaulted": "def device_config(context, device, mtu=1500):",
+    "fewer": "def device_config(device):",
+}
+
+
+@pytest.mark.parametrize("key", sorted(ARG_PLUGINS))
+def test_check_hook_names_refuses_arguments_pluggy_refuses(key: str) -> None:
+    module = plugin_module(key, f"@hookimpl\n{ARG_PLUGINS[key]}\n    return None\n")
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    try:
+        pm.register(module, name="p")
+        refused = False
+    except pluggy.PluginValidationError:
+        refused = True
+    if refused:
+        with pytest.raises(PluginError, match=r"function device_config .* requires 'mtu'"):
+            check_hook_names(module, "p")
+    else:
+        check_hook_names(module, "p")
+    assert refused == (key == "extra_required")
 
 
 def sig_plain(context, device, claim=None, extra=1):  # type: ignore[no-untyped-def]

@@ -109,3 +109,45 @@ def test_errors_reach_the_observers_and_the_caller() -> None:
     with pytest.raises(KeyError):
         reg.call("broken", "release_profile_config", claim_uid="x", **ARGS)
     assert seen == [("broken", "release_profile_config", "KeyError")]
+
+
+MODULE_PLUGIN = """
+from dranet_cloud.hookspecs import hookimpl
+@hookimpl
+def device_config(context, instance, device):
+    return {"mtu": 9000, "device": device}
+@hookimpl
+def profile_config(context, instance, device, claim_uid, config, claim="unset"):
+    return {"uid": claim_uid, "claim": claim}
+@hookimpl
+def release_profile_config(claim_uid):
+    return claim_uid != "refuse"
+"""
+
+
+def test_a_module_plugin_is_called_directly_as_pluggy_would_call_it() -> None:
+    """One way to call: the registry's own route, and pluggy only for what needs it."""
+    import types
+
+    module = types.ModuleType("calls_module_plugin")
+    exec(MODULE_PLUGIN, module.__dict__)  # the test plugin is inline
+    reg = PluginRegistry(load_entry_points=False)
+    reg._add(module, "mod", "mod", "1")  # as entry points are loaded
+    calls = [
+        ("device_config", {"context": None, "instance": None, "device": "eth0"}),
+        ("profile_config", {**ARGS, "claim_uid": "u"}),
+        ("profile_config", {**ARGS, "claim_uid": "u", "claim": "c"}),
+        ("release_profile_config", {**ARGS, "claim_uid": "refuse", "claim": None}),
+    ]
+    direct = [reg.call("mod", hook, **kwargs) for hook, kwargs in calls]
+    assert reg._pm is None, "a module's single implementations need no pluggy manager"
+    assert direct == [
+        {"mtu": 9000, "device": "eth0"},
+        {"uid": "u", "claim": "unset"},
+        {"uid": "u", "claim": "c"},
+        False,
+    ]
+    # pluggy's own subset caller answers the same (and warns of the call that
+    # leaves out `claim`, as the host never does).
+    with pytest.warns(UserWarning, match="'claim'"):
+        assert [reg._caller("mod", hook)(**kwargs) for hook, kwargs in calls] == direct

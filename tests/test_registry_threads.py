@@ -49,9 +49,12 @@ def test_roles_are_whole_while_another_thread_fills_the_manager(
 ) -> None:
     reg = PluginRegistry(load_entry_points=False)
     # Loaded the way entry points are: pending until the manager is first needed.
-    reg._pending["acloud"] = plugin_module("acloud", instance_properties)
-    reg._pending["both"] = plugin_module(
-        "both", instance_properties, profile_config, release_profile_config
+    reg._add(plugin_module("acloud", instance_properties), "acloud", "acloud", "1")
+    reg._add(
+        plugin_module("both", instance_properties, profile_config, release_profile_config),
+        "both",
+        "both",
+        "1",
     )
     seen: list[tuple[str, ...]] = []
     register = pluggy.PluginManager.register

@@ -91,7 +91,7 @@ def local_ipam_ranges(host: ProviderHost) -> list[IPRange]:
     """The ranges of the built-in local-ipam provider, if the host has it."""
     from ..local_ipam import PLUGIN_NAME
 
-    plugin = host.registry.pm.get_plugin(PLUGIN_NAME)
+    plugin = host.registry.get_plugin(PLUGIN_NAME)
     config = getattr(plugin, "config", None)
     if config is None:
         return []
