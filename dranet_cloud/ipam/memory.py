@@ -17,17 +17,16 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from ..errors import AddressConflict, RangeExhausted
-from ..iprange import IPRange, address_of
+from ..errors import AddressConflict
+from ..iprange import IPRange
 from .base import Allocation, Owner, pick_identities
-from .freesearch import first_free
 from .requests import (
     RandomSource,
     host_cidr,
     ordered_ranges,
     parse_static,
     require_collect_bounds,
-    start_offset,
+    take_free,
 )
 from .tally import AllocationTally
 
@@ -188,17 +187,8 @@ class MemoryStore:
                         )
                     result.append(existing.address)
                     continue
-                begin = start_offset(rng, self._random)
-                free = first_free(int(rng.start), int(rng.end), begin, self._scan(rng.version))
-                if free is None:
-                    raise RangeExhausted(
-                        f"ipam: no free address left in IPv{rng.version} range {rng} for "
-                        f"{owner} ({self._count_in(rng)} of {rng.size} held); free addresses "
-                        "with `dranet-cloud ipam gc` or configure a larger range"
-                    )
-                alloc = Allocation(
-                    main, host_cidr(address_of(rng.version, free)), False, now, claim
-                )
+                occupied = self._scan(rng.version)
+                alloc, _free = take_free(rng, self._random, occupied, owner, main, now, claim)
                 new.append(alloc)
                 result.append(alloc.address)
             for alloc in new:

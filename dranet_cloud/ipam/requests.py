@@ -9,11 +9,18 @@ rely on that).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from ..errors import ConfigError
-from ..iprange import IPAddress, IPRange
+from ..errors import ConfigError, RangeExhausted
+from ..iprange import IPAddress, IPRange, address_of
+from .base import Allocation, Owner
+from .freesearch import first_free
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ..claims import ClaimReference
 
 
 class InvalidIpamRequest(ConfigError, ValueError):
@@ -105,3 +112,31 @@ def start_offset(rng: IPRange, random: RandomSource) -> int:
     sharing a range, rarely walk over the same occupied run.
     """
     return int(rng.start) + random.randrange(rng.size)
+
+
+def take_free(
+    rng: IPRange,
+    random: RandomSource,
+    occupied: Callable[[int, int], Iterator[int]],
+    owner: Owner,
+    main: Owner,
+    now: datetime,
+    claim: ClaimReference | None,
+) -> tuple[Allocation, int]:
+    """A new dynamic allocation for ``main`` in ``rng``, and its address as an integer.
+
+    The first free address from a random start (:func:`start_offset`, then
+    :func:`~.freesearch.first_free` over the store's ``occupied`` addresses);
+    :class:`RangeExhausted` naming ``owner`` when the range is full.  Both
+    stores take addresses through here, so they consume the random generator
+    alike and word a full range alike.
+    """
+    begin = start_offset(rng, random)
+    free = first_free(int(rng.start), int(rng.end), begin, occupied)
+    if free is None:
+        raise RangeExhausted(
+            f"ipam: no free address left in IPv{rng.version} range {rng} for "
+            f"{owner} ({rng.size} of {rng.size} held); free addresses with "
+            "`dranet-cloud ipam gc` or configure a larger range"
+        )
+    return Allocation(main, host_cidr(address_of(rng.version, free)), False, now, claim), free

@@ -41,11 +41,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import AddressConflict, ConfigError, RangeExhausted
-from ..iprange import IPRange, address_of
+from ..errors import AddressConflict, ConfigError
+from ..iprange import IPRange
 from . import sqlite_rows, storefile
 from .base import Allocation, IpamStore, Owner
-from .freesearch import first_free
 from .memory import Clock, MemoryStore, utc_now
 from .requests import (
     InvalidIpamRequest,
@@ -54,7 +53,7 @@ from .requests import (
     ordered_ranges,
     parse_static,
     require_collect_bounds,
-    start_offset,
+    take_free,
 )
 from .sqlite_schema import (
     DEFAULT_IPAM_DB,
@@ -287,19 +286,8 @@ class SqliteStore(SqliteTransactions):
                         )
                     result.append(existing[2])
                     continue
-                begin = start_offset(rng, self._random)
-                free = first_free(
-                    int(rng.start), int(rng.end), begin, self._scan(conn, rng.version)
-                )
-                if free is None:
-                    raise RangeExhausted(
-                        f"ipam: no free address left in IPv{rng.version} range {rng} for "
-                        f"{owner} ({rng.size} of {rng.size} held); free addresses with "
-                        "`dranet-cloud ipam gc` or configure a larger range"
-                    )
-                alloc = Allocation(
-                    main, host_cidr(address_of(rng.version, free)), False, now, claim
-                )
+                occupied = self._scan(conn, rng.version)
+                alloc, free = take_free(rng, self._random, occupied, owner, main, now, claim)
                 self._insert(conn, alloc, rng.version, free)
                 self._staged.append((alloc.owner.pool, rng.version, free, 1))
                 result.append(alloc.address)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from types import TracebackType
 
 HEADERS_THEN_BODY = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
@@ -79,12 +78,7 @@ class DrippingServer:
     def __enter__(self) -> DrippingServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

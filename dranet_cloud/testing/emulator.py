@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -342,12 +342,7 @@ class Emulator:
     def __enter__(self) -> Emulator:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from types import TracebackType
 from typing import Any
 
 __all__ = ["NonLoopbackConnection", "SocketGuard", "is_loopback_address"]
@@ -127,10 +126,5 @@ class SocketGuard:
     def __enter__(self) -> SocketGuard:
         return self.install()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.uninstall()
