@@ -10,7 +10,7 @@ under one deadline.  With no evidence there is no network I/O at all.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import ProviderContext
 from .hookspecs import CONFIGURED_EVIDENCE
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 log = LazyLogger(__name__)
+
+T = TypeVar("T")
 
 NO_PROVIDER = "none"
 
@@ -73,7 +75,7 @@ class NotThisCloud(Exception):
     """
 
 
-def confirm_probe(plugin: str, probe: Callable[[], str], *, warn: bool = False) -> str | None:
+def confirm_probe(plugin: str, probe: Callable[[], T], *, warn: bool = False) -> T | None:
     """Run a plugin's one confirmation probe under the rule every ``confirm`` shares.
 
     The rule, for the ``confirm_environment`` hook:
@@ -105,7 +107,10 @@ def confirm_probe(plugin: str, probe: Callable[[], str], *, warn: bool = False) 
     Other exceptions (a bad override URL's ``ConfigError``, a bug) propagate
     unchanged.
 
-    ``probe`` returns the description of what answered (it names the endpoint).
+    ``probe`` returns the description of what answered (it names the endpoint),
+    or what the plugin still has to judge before it can describe it (the
+    webhook's declared capabilities, where "answered, but without the cloud
+    role" is no one's fault and is logged at INFO by the plugin).
     """
     from .metadata import MetadataError, MetadataSpoofed, MetadataUnavailable
 

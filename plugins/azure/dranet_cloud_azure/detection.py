@@ -5,21 +5,18 @@ everything.  Confirmation is DRANET's own probe, ``GET
 /metadata/instance?api-version=…&format=text`` with ``Metadata: true``; an
 answer that is not IMDS's listing of ``compute``/``network`` is "something
 else" (``None``), no answer at all is ``ProviderUnavailable`` from the
-client, naming the endpoint and the override variable.
+client, naming the endpoint and the override variable: the rule of
+:func:`dranet_cloud.detection.confirm_probe`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dranet_cloud.lazylog import LazyLogger
-
 from .constants import API_VERSION, DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
 
 if TYPE_CHECKING:
     from dranet_cloud.context import ProviderContext
-
-log = LazyLogger(__name__)
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -29,29 +26,22 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the instance listing, bounded by ``timeout``."""
-    from dranet_cloud.metadata import MetadataError, MetadataUnavailable
+    from dranet_cloud.detection import NotThisCloud, confirm_probe
+    from dranet_cloud.logsafe import safe
 
     from .metadata_source import open_client
 
-    with open_client(context, timeout=timeout) as client:
-        try:
+    def probe() -> str:
+        with open_client(context, timeout=timeout) as client:
             listing = client.get_text(
                 INSTANCE_PATH, params={"api-version": API_VERSION, "format": "text"}
             )
-        except MetadataUnavailable:
-            raise
-        except MetadataError as exc:
-            log.info(
-                "%s: %s answered but is not Azure IMDS: %s", PLUGIN, client.endpoint.describe(), exc
-            )
-            return None
-        names = {line.strip().rstrip("/") for line in listing.splitlines()}
-        if "compute" not in names:
-            log.info(
-                "%s: %s answered %r, not IMDS's instance listing",
-                PLUGIN,
-                client.endpoint.describe(),
-                listing[:80],
-            )
-            return None
-        return f"Azure IMDS at {client.endpoint.url} (api-version {API_VERSION})"
+            names = {line.strip().rstrip("/") for line in listing.splitlines()}
+            if "compute" not in names:
+                raise NotThisCloud(
+                    f"{client.endpoint.describe()} answered {safe(listing, 80)!r}, "
+                    "not Azure IMDS's instance listing"
+                )
+            return f"Azure IMDS at {client.endpoint.url} (api-version {API_VERSION})"
+
+    return confirm_probe(PLUGIN, probe)

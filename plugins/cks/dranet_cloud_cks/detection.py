@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
 
-from .labels import CKS_CLUSTER_LABEL
+from .labels import CKS_CLUSTER_LABEL, PLUGIN
 from .metadata_source import endpoint_from
 
 if TYPE_CHECKING:
@@ -29,7 +29,21 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
-    """One fresh read of the Node, bounded by ``timeout``: CKS when the label is set."""
-    node = context.node
-    cluster = node.labels(timeout, fresh=True).get(CKS_CLUSTER_LABEL)
-    return f"{node.describe()}: {CKS_CLUSTER_LABEL}={cluster}" if cluster else None
+    """One fresh read of the Node, bounded by ``timeout``: CKS when the label is set.
+
+    Under the rule of :func:`dranet_cloud.detection.confirm_probe`: no answer
+    from the API raises (the core's Node reader, naming the fix); a Node
+    without the label is a Kubernetes node elsewhere, logged at INFO (every
+    node of every cluster has this configuration, so it is no warning) and
+    ``None``.
+    """
+    from dranet_cloud.detection import NotThisCloud, confirm_probe
+
+    def probe() -> str:
+        node = context.node
+        cluster = node.labels(timeout, fresh=True).get(CKS_CLUSTER_LABEL)
+        if not cluster:
+            raise NotThisCloud(f"{node.describe()} has no {CKS_CLUSTER_LABEL} label")
+        return f"{node.describe()}: {CKS_CLUSTER_LABEL}={cluster}"
+
+    return confirm_probe(PLUGIN, probe)

@@ -4,9 +4,10 @@ Local evidence is simply a configured URL (``--webhook-url`` or
 ``DRANET_CLOUD_WEBHOOK_URL``), found without any I/O and without importing
 ``ssl``, httpx or pydantic: auto-detection calls it on every node start.
 Confirmation polls ``/health`` (see :mod:`.health`) for at most the probe
-timeout: a webhook that is not a BYODP webhook, or that does not offer the
-cloud role, is ``None`` with a log line saying why; nothing answering at
-all raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
+timeout, under the core's rule (:func:`dranet_cloud.detection.confirm_probe`):
+a webhook that is not a BYODP webhook, or that does not offer the cloud
+role, is ``None`` with a log line saying why; nothing answering at all
+raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
 """
 
 from __future__ import annotations
@@ -33,29 +34,38 @@ def local_evidence(context: ProviderContext) -> str | None:
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """Poll ``/health`` for at most ``timeout`` seconds; never fail detection otherwise.
 
-    Nothing answering raises ``ProviderUnavailable`` (the host drops the
-    webhook and goes on).  An answer that is not a BYODP webhook, or one that
-    does not offer the cloud role, is ``None`` with a warning saying why.
+    Under the rule of :func:`dranet_cloud.detection.confirm_probe`: nothing
+    answering (or only 5xx) raises ``ProviderUnavailable`` (the host drops
+    the webhook and goes on), as does a malformed URL; an answer that is not
+    a BYODP webhook's is ``None``, logged at WARNING (the operator set the
+    URL).  A webhook that declares no cloud role is ``None`` at INFO: a
+    profile-only webhook is a normal set-up.
     """
     url = configured_url(context)
     if url is None:
         return None
+    from dranet_cloud.detection import NotThisCloud, confirm_probe
     from dranet_cloud.errors import ConfigError, ProviderUnavailable
+    from dranet_cloud.models import Capabilities
 
     from .health import HealthError, wait_for_health
     from .metadata_source import endpoint_from, open_client
 
-    try:
-        endpoint = endpoint_from(context)
-        client = open_client(context, endpoint)
-    except ConfigError as exc:
-        raise ProviderUnavailable(str(exc)) from None
-    try:
-        caps = wait_for_health(client, endpoint, wait=timeout, request_timeout=timeout)
-    except HealthError as exc:
-        if exc.retryable:  # nothing answered, or only 5xx: ProviderUnavailable
-            raise
-        log.warning("%s: ignoring the auto-detected webhook: %s", PLUGIN, exc)
+    def probe() -> Capabilities:
+        try:
+            endpoint = endpoint_from(context)
+            client = open_client(context, endpoint)
+        except ConfigError as exc:
+            raise ProviderUnavailable(str(exc)) from None
+        try:
+            return wait_for_health(client, endpoint, wait=timeout, request_timeout=timeout)
+        except HealthError as exc:
+            if exc.retryable:  # nothing answered, or only 5xx
+                raise
+            raise NotThisCloud(f"ignoring the auto-detected webhook: {exc}") from None
+
+    caps = confirm_probe(PLUGIN, probe, warn=True)
+    if caps is None:
         return None
     if not caps.cloud_provider:
         log.info(
