@@ -75,9 +75,8 @@ FUNCTIONS: dict[str, dict[str, Signature]] = {
     },
 }
 
-# The plugins moved to the skeleton so far; azure, oci, cks and webhook join
-# when their move lands.
-CHECKED = ["aliyun", "aws", "gce"]
+# The plugins moved to the skeleton: all of them.
+CHECKED = ["aliyun", "aws", "azure", "cks", "gce", "oci", "webhook"]
 
 FACTORY = "PluginFixtures"
 FACTORY_MODULE = "dranet_cloud.testing.plugin_fixtures"

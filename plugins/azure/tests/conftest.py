@@ -1,40 +1,17 @@
 """Fixtures shared by the Azure plugin's tests: the IMDS emulator, the ND H100
-v5 sample host, and a way to write custom hosts and documents."""
+v5 sample host, a private copy of the default instance document and a context
+pointed at the emulator (all from
+:class:`dranet_cloud.testing.plugin_fixtures.PluginFixtures`)."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from dranet_cloud_azure import plugin
+from dranet_cloud_azure.emulator import load_fixture
 
-import pytest
-from dranet_cloud_azure.emulator import build_emulator, load_fixture
-from dranet_cloud_azure.sample import sample_host
+from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.testing import Emulator
-
-_DEFAULT_DOCUMENT = load_fixture(None)
-
-
-@pytest.fixture
-def azure_document() -> dict[str, Any]:
-    """A private deep copy of the default instance document (tests may edit it)."""
-    return copy.deepcopy(_DEFAULT_DOCUMENT)
-
-
-@pytest.fixture
-def azure_emulator() -> Iterator[Emulator]:
-    emu = build_emulator(None, "127.0.0.1:0", None).start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
-
-
-@pytest.fixture
-def azure_sample(tmp_path: Path) -> SampleHost:
-    sample = sample_host(tmp_path / "host", None)
-    assert sample is not None
-    return sample
+kit = PluginFixtures(plugin)
+azure_document = kit.document("azure_document", load_fixture(None))
+azure_emulator = kit.emulator("azure_emulator")
+azure_sample = kit.sample("azure_sample")
+azure_context = kit.context("azure_context", emulator="azure_emulator")

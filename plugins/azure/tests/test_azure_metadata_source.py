@@ -60,8 +60,10 @@ def test_imds_tree_json_and_text(azure_emulator: Emulator) -> None:
         assert missing.status_code == 404
 
 
-def test_load_sends_one_request_and_parses_the_fixture(azure_emulator: Emulator) -> None:
-    inst = load_instance(ProviderContext(env=azure_emulator.env), deadline=5.0)
+def test_load_sends_one_request_and_parses_the_fixture(
+    azure_emulator: Emulator, azure_context: ProviderContext
+) -> None:
+    inst = load_instance(azure_context, deadline=5.0)
     assert len(azure_emulator.log) == 1
     assert (inst.vm_size, inst.placement_group_id) == (
         "Standard_ND96isr_H100_v5",
@@ -99,8 +101,10 @@ def test_delay_beyond_the_deadline_is_unavailable() -> None:
         load_instance(ProviderContext(env=emu.env, options=options), deadline=0.5)
 
 
-def test_confirm_answers_and_refuses(azure_emulator: Emulator, tmp_path: Path) -> None:
-    got = confirm(ProviderContext(env=azure_emulator.env), 2.0)
+def test_confirm_answers_and_refuses(
+    azure_emulator: Emulator, azure_context: ProviderContext
+) -> None:
+    got = confirm(azure_context, 2.0)
     assert got is not None and azure_emulator.url in got
     req = azure_emulator.log[0]
     assert (

@@ -1,40 +1,16 @@
-"""Fixtures shared by the OCI plugin's tests: the IMDS v2 emulator, the
-BM.GPU.H100.8 sample host, and a private copy of the default documents."""
+"""The OCI plugin's test fixtures, all from the one factory every plugin uses."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from dranet_cloud_oci import plugin
+from dranet_cloud_oci.emulator import load_fixture
 
-import pytest
-from dranet_cloud_oci.emulator import build_emulator, load_fixture
-from dranet_cloud_oci.sample import sample_host
+from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.testing import Emulator
-
-_DEFAULT_DOCUMENTS = load_fixture(None)
-
-
-@pytest.fixture
-def oci_documents() -> dict[str, Any]:
-    """A private deep copy of the default documents (tests may edit it)."""
-    return copy.deepcopy(_DEFAULT_DOCUMENTS)
-
-
-@pytest.fixture
-def oci_emulator() -> Iterator[Emulator]:
-    emu = build_emulator(None, "127.0.0.1:0", None).start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
-
-
-@pytest.fixture
-def oci_sample(tmp_path: Path) -> SampleHost:
-    sample = sample_host(tmp_path / "host", None)
-    assert sample is not None
-    return sample
+kit = PluginFixtures(plugin)
+# The three documents IMDS v2 serves ({"instance", "host", "vnics"}), a deep copy per test.
+oci_documents = kit.document("oci_documents", load_fixture(None))
+# IMDS v2 on 127.0.0.1 and a context pointed at it; the BM.GPU.H100.8 sample node.
+oci_emulator = kit.emulator("oci_emulator")
+oci_context = kit.context("oci_context", emulator="oci_emulator")
+oci_sample = kit.sample("oci_sample")

@@ -38,8 +38,10 @@ def test_imds_v2_documents_and_leaves(oci_emulator: Emulator) -> None:
         assert client.get("/opc/v2/nope/").status_code == 404
 
 
-def test_load_is_one_round_of_three_requests(oci_emulator: Emulator) -> None:
-    inst = load_instance(ProviderContext(env=oci_emulator.env), deadline=5.0)
+def test_load_is_one_round_of_three_requests(
+    oci_emulator: Emulator, oci_context: ProviderContext
+) -> None:
+    inst = load_instance(oci_context, deadline=5.0)
     assert sorted(r.path for r in oci_emulator.log) == [
         "/opc/v2/host/",
         "/opc/v2/instance/",
@@ -75,8 +77,10 @@ def test_a_broken_answer_is_an_error_naming_the_plugin(faults: str) -> None:
         load_instance(ProviderContext(env=emu.env), deadline=2.0)
 
 
-def test_confirm_answers_and_refuses(oci_emulator: Emulator, tmp_path: Path) -> None:
-    got = confirm(ProviderContext(env=oci_emulator.env), 2.0)
+def test_confirm_answers_and_refuses(
+    oci_emulator: Emulator, oci_context: ProviderContext, tmp_path: Path
+) -> None:
+    got = confirm(oci_context, 2.0)
     assert got is not None and oci_emulator.url in got
     assert oci_emulator.log[0].headers["Authorization"] == "Bearer Oracle"
     with build_emulator(None, "127.0.0.1:0", "status=404") as emu:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dranet_cloud_webhook import plugin
 from dranet_cloud_webhook.client import close_pooled_clients
 from dranet_cloud_webhook.example_server import (
     Behaviour,
@@ -26,10 +27,10 @@ from dranet_cloud_webhook.example_server import (
     ExampleWebhook,
     TlsServerFiles,
 )
-from dranet_cloud_webhook.sample import sample_host
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
+from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
 from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_SCRIPT = REPO / "plugins" / "webhook" / "examples" / "example_webhook.py"
@@ -95,11 +96,15 @@ def context_for() -> Callable[..., ProviderContext]:
     return make_context
 
 
+# The webhook's peer is the example server (below), not the emulator kit, so
+# the factory makes only the sample node.
+kit = PluginFixtures(plugin)
+webhook_sample = kit.sample("webhook_sample")
+
+
 @pytest.fixture()
-def sample_root(tmp_path: Path) -> Path:
-    sample = sample_host(tmp_path / "host", None)
-    assert sample is not None
-    return sample.root
+def sample_root(webhook_sample: SampleHost) -> Path:
+    return webhook_sample.root
 
 
 @dataclass(frozen=True)
