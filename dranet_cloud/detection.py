@@ -184,16 +184,22 @@ def detect(
     timeout = context.options.probe_timeout
     confirmed: dict[str, str] = {}
     failures: dict[str, str] = {}
-    if len(order) == 1:
-        name = order[0]
+
+    def record(name: str, answer: Callable[[], str | None]) -> None:
+        """File ``name`` under confirmed or failures by what its confirmation gave."""
         try:
-            answer = _confirm(registry, name, context, timeout)
-            if answer:
-                confirmed[name] = answer
-            else:
-                failures[name] = NOT_THIS_ENVIRONMENT
+            got = answer()
         except Exception as exc:
             failures[name] = str(exc)
+            return
+        if got:
+            confirmed[name] = got
+        else:
+            failures[name] = NOT_THIS_ENVIRONMENT
+
+    if len(order) == 1:
+        name = order[0]
+        record(name, lambda: _confirm(registry, name, context, timeout))
     else:
         # Only a node with evidence for several plugins pays for the thread pool.
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -211,15 +217,7 @@ def detect(
             if not done:
                 break
             for fut in done:
-                name = futures[fut]
-                try:
-                    answer = fut.result()
-                    if answer:
-                        confirmed[name] = answer
-                    else:
-                        failures[name] = NOT_THIS_ENVIRONMENT
-                except Exception as exc:
-                    failures[name] = str(exc)
+                record(futures[fut], fut.result)
             # The best-ranked candidate answered: no need to wait for the rest.
             best = _ordered(order, confirmed)
             if best is not None and all(

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import pytest
 
 from ..context import ProviderContext, ProviderOptions, SampleHost
+from ..host import ProviderHost
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
 from .emulator import Emulator
@@ -86,6 +87,30 @@ class PluginFixtures:
             sample = plugin.sample_host(tmp_path / directory, variant)
             assert sample is not None, f"{plugin!r} has no sample host {variant!r}"
             return sample
+
+        return pytest.fixture(make, name=name)
+
+    def host(self, name: str, hint: str, *, emulator: str, sample: str, **options: Any) -> Any:
+        """A started :class:`ProviderHost` for cloud ``hint`` (closed after the test).
+
+        It serves the node root of the ``sample`` fixture against the
+        ``emulator`` fixture, with an in-memory IPAM; ``options`` are
+        :class:`ProviderOptions` fields.
+        """
+
+        def make(request: pytest.FixtureRequest) -> Iterator[ProviderHost]:
+            host = ProviderHost(
+                cloud_provider_hint=hint,
+                host_root=str(request.getfixturevalue(sample).root),
+                env=request.getfixturevalue(emulator).env,
+                options=ProviderOptions(**options) if options else None,
+                ipam=MemoryStore(),
+            )
+            try:
+                host.start()
+                yield host
+            finally:
+                host.close()
 
         return pytest.fixture(make, name=name)
 

@@ -7,14 +7,13 @@ Non-loopback traffic is refused by the repository's session-wide socket guard
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.emulator import EcsMetadataHandler
 
-from dranet_cloud.context import SampleHost
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.testing import Emulator
@@ -36,6 +35,8 @@ erdma_context = kit.context(
 bond_context = kit.context(
     "bond_context", sample="bond_sample", metadata_deadline=5.0, request_timeout=2.0
 )
+# The eRDMA sample host served by the aliyun plugin against the emulator.
+erdma_host = kit.host("erdma_host", "aliyun", emulator="ecs_emulator", sample="erdma_sample")
 
 
 @pytest.fixture
@@ -58,13 +59,3 @@ def _started_host(root: Path, env: dict[str, str]) -> ProviderHost:
 def started_host() -> Callable[[Path, dict[str, str]], ProviderHost]:
     """Start a host with the aliyun cloud plugin on a root, with an in-memory IPAM."""
     return _started_host
-
-
-@pytest.fixture
-def erdma_host(ecs_emulator: Emulator, erdma_sample: SampleHost) -> Iterator[ProviderHost]:
-    """The eRDMA sample host served by the aliyun plugin against the emulator."""
-    host = _started_host(erdma_sample.root, ecs_emulator.env)
-    try:
-        yield host
-    finally:
-        host.close()

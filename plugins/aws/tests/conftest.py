@@ -25,6 +25,9 @@ aws_sample = kit.sample("aws_sample")
 aws_context = kit.context(
     "aws_context", emulator="aws_emulator", sample="aws_sample", metadata_deadline=5.0
 )
+aws_host = kit.host(
+    "aws_host", "aws", emulator="aws_emulator", sample="aws_sample", metadata_deadline=5.0
+)
 
 
 def fixture_macs(tree: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -14,10 +14,10 @@ import pytest
 from dranet_cloud_aws.emulator import build_emulator, imds_tree
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import ProviderOptions, SampleHost
+from dranet_cloud.context import SampleHost
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.host import ProviderHost
-from dranet_cloud.ipam import MemoryStore, open_store
+from dranet_cloud.ipam import open_store
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.testing import Emulator, HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
@@ -151,35 +151,24 @@ NEW_ENI = {
 
 
 def test_hot_attached_eni_is_found_on_the_next_describe_of_its_mac(
-    aws_emulator: Emulator, aws_sample: SampleHost
+    aws_emulator: Emulator, aws_sample: SampleHost, aws_host: ProviderHost
 ) -> None:
-    host = ProviderHost(
-        cloud_provider_hint="aws",
-        host_root=str(aws_sample.root),
-        env=aws_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0),
-        ipam=MemoryStore(),
-    )
-    host.start()
-    try:
-        # The kernel shows the new ENA NIC first; DRANET then asks about it.
-        HostRootBuilder(aws_sample.root).nic("ens9", NEW_MAC, pci="0000:00:09.0").build()
-        dev = DeviceIdentifiers(name="ens9", mac_address=NEW_MAC.upper())
-        before = host.instance()
-        assert before is not None and NEW_MAC not in (before.known_macs() or set())
-        imds_tree(aws_emulator).attach_eni(NEW_MAC, NEW_ENI)
-        attrs = host.device_attributes(dev)
-        assert attrs[D + "interfaceId"].value == "eni-0a1b2c3d4e5f60005"
-        assert attrs[D + "networkCard"].value == 1
-        cfg = host.device_config(dev)
-        assert cfg is not None
-        assert {r.source for r in cfg.rules or []} == {"10.0.80.7/32", "10.0.80.8/32"}
-        # The new ENI's secondary address serves a claim at once.
-        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "IPVLAN"}})
-        final = host.network_config(dev, "hot-1", claim)
-        assert final.interface.addresses == ["10.0.80.8/32"]
-    finally:
-        host.close()
+    # The kernel shows the new ENA NIC first; DRANET then asks about it.
+    HostRootBuilder(aws_sample.root).nic("ens9", NEW_MAC, pci="0000:00:09.0").build()
+    dev = DeviceIdentifiers(name="ens9", mac_address=NEW_MAC.upper())
+    before = aws_host.instance()
+    assert before is not None and NEW_MAC not in (before.known_macs() or set())
+    imds_tree(aws_emulator).attach_eni(NEW_MAC, NEW_ENI)
+    attrs = aws_host.device_attributes(dev)
+    assert attrs[D + "interfaceId"].value == "eni-0a1b2c3d4e5f60005"
+    assert attrs[D + "networkCard"].value == 1
+    cfg = aws_host.device_config(dev)
+    assert cfg is not None
+    assert {r.source for r in cfg.rules or []} == {"10.0.80.7/32", "10.0.80.8/32"}
+    # The new ENI's secondary address serves a claim at once.
+    claim = NetworkConfig.model_validate({"profile": "p", "interface": {"type": "IPVLAN"}})
+    final = aws_host.network_config(dev, "hot-1", claim)
+    assert final.interface.addresses == ["10.0.80.8/32"]
 
 
 # --- profile get / release through the CLI ---------------------------------------------
@@ -249,34 +238,21 @@ def test_profile_get_repeat_release_through_the_cli(
         store.close()
 
 
-def test_dhcp_claim_through_the_host_holds_no_address(
-    aws_emulator: Emulator, aws_sample: SampleHost
-) -> None:
+def test_dhcp_claim_through_the_host_holds_no_address(aws_host: ProviderHost) -> None:
     # Regression: the profile allocated for a DHCP claim, the host rejected
     # the final config (dhcp and addresses are exclusive) and the addresses
     # stayed held.  Every ENI of the sample is asked, prefix ones included.
-    host = ProviderHost(
-        cloud_provider_hint="aws",
-        host_root=str(aws_sample.root),
-        env=aws_emulator.env,
-        options=ProviderOptions(metadata_deadline=5.0),
-        ipam=MemoryStore(),
+    # DRANET rejects DHCP on an IPVLAN child: denied before the profile is asked.
+    ipvlan_dhcp = NetworkConfig.model_validate(
+        {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
     )
-    host.start()
-    try:
-        # DRANET rejects DHCP on an IPVLAN child: denied before the profile is asked.
-        ipvlan_dhcp = NetworkConfig.model_validate(
-            {"profile": "p", "interface": {"type": "IPVLAN", "dhcp": True}}
-        )
-        claim = NetworkConfig.model_validate({"profile": "p", "interface": {"dhcp": True}})
-        devices = [d for d in host.context.host_root.net_devices() if d.mac is not None]
-        assert devices
-        for dev in devices:
-            with pytest.raises(ProfileDenied, match="dhcp-on-subinterface"):
-                host.network_config(dev, "dhcp-0", ipvlan_dhcp)
-            final = host.network_config(dev, "dhcp-1", claim)
-            assert final.interface.addressing == "DHCP" and not final.interface.addresses
-            assert final.interface.dhcp is None  # written as gen2 only
-        assert host.context.ipam.list() == []
-    finally:
-        host.close()
+    claim = NetworkConfig.model_validate({"profile": "p", "interface": {"dhcp": True}})
+    devices = [d for d in aws_host.context.host_root.net_devices() if d.mac is not None]
+    assert devices
+    for dev in devices:
+        with pytest.raises(ProfileDenied, match="dhcp-on-subinterface"):
+            aws_host.network_config(dev, "dhcp-0", ipvlan_dhcp)
+        final = aws_host.network_config(dev, "dhcp-1", claim)
+        assert final.interface.addressing == "DHCP" and not final.interface.addresses
+        assert final.interface.dhcp is None  # written as gen2 only
+    assert aws_host.context.ipam.list() == []

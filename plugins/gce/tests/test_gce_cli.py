@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import build_emulator
 
 from dranet_cloud.cli.main import main
@@ -23,13 +22,6 @@ from dranet_cloud.testing.environ import isolated_environ
 
 RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
 CLAIM = {"profile": "gce-subinterface", "interface": {"type": "IPVLAN"}}
-
-
-@pytest.fixture
-def sample(tmp_path: Path) -> SampleHost:
-    host = plugin.sample_host(tmp_path / "host", None)
-    assert host is not None
-    return host
 
 
 @pytest.fixture
@@ -52,10 +44,13 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def test_describe_shows_every_nic_with_its_config(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, gce_emulator: Emulator, point_at: Any
+    capsys: pytest.CaptureFixture[str],
+    gce_sample: SampleHost,
+    gce_emulator: Emulator,
+    point_at: Any,
 ) -> None:
     point_at(gce_emulator.env)
-    code, out, err = _run(capsys, "describe", "--host-root", str(sample.root), "-o", "json")
+    code, out, err = _run(capsys, "describe", "--host-root", str(gce_sample.root), "-o", "json")
     assert code == 0, err
     data = json.loads(out)
     assert data["provider"] == "gce"
@@ -81,11 +76,14 @@ def test_describe_shows_every_nic_with_its_config(
 
 
 def test_describe_table(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, gce_emulator: Emulator, point_at: Any
+    capsys: pytest.CaptureFixture[str],
+    gce_sample: SampleHost,
+    gce_emulator: Emulator,
+    point_at: Any,
 ) -> None:
     point_at(gce_emulator.env)
     code, out, _ = _run(
-        capsys, "describe", "--cloud-provider-hint", "gce", "--host-root", str(sample.root)
+        capsys, "describe", "--cloud-provider-hint", "gce", "--host-root", str(gce_sample.root)
     )
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith("eth")]
@@ -94,7 +92,7 @@ def test_describe_table(
 
 
 def test_explicit_hint_with_the_server_down_exits_3_naming_the_endpoint(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, point_at: Any
+    capsys: pytest.CaptureFixture[str], gce_sample: SampleHost, point_at: Any
 ) -> None:
     emu = build_emulator(None, "127.0.0.1:0", None).start()
     env = emu.env
@@ -108,19 +106,19 @@ def test_explicit_hint_with_the_server_down_exits_3_naming_the_endpoint(
         "--metadata-deadline",
         "0.5",
         "--host-root",
-        str(sample.root),
+        str(gce_sample.root),
     )
     assert code == 3
     assert f"GCE_METADATA_HOST={env['GCE_METADATA_HOST']}" in err
 
 
 def test_spoofed_server_exits_3_saying_so(
-    capsys: pytest.CaptureFixture[str], sample: SampleHost, point_at: Any
+    capsys: pytest.CaptureFixture[str], gce_sample: SampleHost, point_at: Any
 ) -> None:
     with build_emulator(None, "127.0.0.1:0", "strip-headers=Metadata-Flavor") as emu:
         point_at(emu.env)
         code, _, err = _run(
-            capsys, "detect", "--cloud-provider-hint", "gce", "--host-root", str(sample.root)
+            capsys, "detect", "--cloud-provider-hint", "gce", "--host-root", str(gce_sample.root)
         )
     assert code == 3
     assert "Metadata-Flavor: Google" in err and "not the genuine metadata server" in err
@@ -128,7 +126,7 @@ def test_spoofed_server_exits_3_saying_so(
 
 def test_profile_get_twice_then_release_visible_in_ipam_list(
     capsys: pytest.CaptureFixture[str],
-    sample: SampleHost,
+    gce_sample: SampleHost,
     gce_emulator: Emulator,
     point_at: Any,
     tmp_path: Path,
@@ -141,7 +139,7 @@ def test_profile_get_twice_then_release_visible_in_ipam_list(
         "--cloud-provider-hint",
         "gce",
         "--host-root",
-        str(sample.root),
+        str(gce_sample.root),
         "--ipam-db",
         str(db),
         "--device",

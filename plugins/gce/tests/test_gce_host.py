@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import build_emulator
 
 from dranet_cloud.context import ProviderOptions, SampleHost
@@ -20,14 +19,7 @@ RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
 
 
 @pytest.fixture
-def sample(tmp_path: Path) -> SampleHost:
-    host = plugin.sample_host(tmp_path / "host", None)
-    assert host is not None
-    return host
-
-
-@pytest.fixture
-def make_host(sample: SampleHost) -> Iterator[list[ProviderHost]]:
+def make_host(gce_sample: SampleHost) -> Iterator[list[ProviderHost]]:
     hosts: list[ProviderHost] = []
     yield hosts
     for h in hosts:
@@ -36,14 +28,14 @@ def make_host(sample: SampleHost) -> Iterator[list[ProviderHost]]:
 
 def _host(
     hosts: list[ProviderHost],
-    sample: SampleHost,
+    gce_sample: SampleHost,
     env: dict[str, str],
     hint: str = "",
     deadline: float = 15.0,
 ) -> ProviderHost:
     host = ProviderHost(
         cloud_provider_hint=hint,
-        host_root=str(sample.root),
+        host_root=str(gce_sample.root),
         env=env,
         options=ProviderOptions(metadata_deadline=deadline, probe_timeout=1.0),
         ipam=MemoryStore(),
@@ -57,9 +49,9 @@ def _instance_loads(emu: Emulator) -> int:
 
 
 def test_auto_detection_confirms_then_loads_once(
-    make_host: list[ProviderHost], sample: SampleHost, gce_emulator: Emulator
+    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
 ) -> None:
-    host = _host(make_host, sample, gce_emulator.env)
+    host = _host(make_host, gce_sample, gce_emulator.env)
     result = host.start()
     assert result.provider == "gce" and not result.explicit
     assert "product_name=Google Compute Engine" in result.evidence
@@ -71,9 +63,9 @@ def test_auto_detection_confirms_then_loads_once(
 
 
 def test_describe_every_nic(
-    make_host: list[ProviderHost], sample: SampleHost, gce_emulator: Emulator
+    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
 ) -> None:
-    host = _host(make_host, sample, gce_emulator.env, hint="gce")
+    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
     host.start()
     devices = host.context.host_root.net_devices()
     assert len(devices) == 9
@@ -93,11 +85,11 @@ def test_describe_every_nic(
 
 
 def test_start_up_rides_out_a_booting_metadata_server(
-    make_host: list[ProviderHost], sample: SampleHost
+    make_host: list[ProviderHost], gce_sample: SampleHost
 ) -> None:
     # The Done-when scenario as written: 503 for the first 3 seconds.
     with build_emulator(None, "127.0.0.1:0", "unavailable-for=3") as emu:
-        host = _host(make_host, sample, emu.env, hint="gce", deadline=15.0)
+        host = _host(make_host, gce_sample, emu.env, hint="gce", deadline=15.0)
         result = host.start()
         assert result.provider == "gce" and host.cloud == "gce"
         statuses = [r.status for r in emu.requests()]
@@ -107,12 +99,12 @@ def test_start_up_rides_out_a_booting_metadata_server(
 
 
 def test_explicit_hint_with_the_server_down_fails_start_up(
-    make_host: list[ProviderHost], sample: SampleHost
+    make_host: list[ProviderHost], gce_sample: SampleHost
 ) -> None:
     emu = build_emulator(None, "127.0.0.1:0", None).start()
     env = emu.env
     emu.stop()
-    host = _host(make_host, sample, env, hint="gce", deadline=0.5)
+    host = _host(make_host, gce_sample, env, hint="gce", deadline=0.5)
     with pytest.raises(ProviderInitError) as info:
         host.start()
     assert info.value.exit_code == 3
@@ -120,34 +112,34 @@ def test_explicit_hint_with_the_server_down_fails_start_up(
 
 
 def test_auto_detected_but_down_runs_without_a_provider(
-    make_host: list[ProviderHost], sample: SampleHost
+    make_host: list[ProviderHost], gce_sample: SampleHost
 ) -> None:
     emu = build_emulator(None, "127.0.0.1:0", None).start()
     env = emu.env
     emu.stop()
-    host = _host(make_host, sample, env, deadline=0.5)
+    host = _host(make_host, gce_sample, env, deadline=0.5)
     result = host.start()
     assert result.provider == "none" and host.cloud is None
     assert "gce" in result.failures and env["GCE_METADATA_HOST"] in result.failures["gce"]
 
 
 def test_spoofed_server_is_refused_at_start_up(
-    make_host: list[ProviderHost], sample: SampleHost
+    make_host: list[ProviderHost], gce_sample: SampleHost
 ) -> None:
     with build_emulator(None, "127.0.0.1:0", "strip-headers=Metadata-Flavor") as emu:
-        explicit = _host(make_host, sample, emu.env, hint="gce")
+        explicit = _host(make_host, gce_sample, emu.env, hint="gce")
         with pytest.raises(ProviderInitError, match="not the genuine metadata server"):
             explicit.start()
-        auto = _host(make_host, sample, emu.env)
+        auto = _host(make_host, gce_sample, emu.env)
         result = auto.start()
         assert result.provider == "none"
         assert "Metadata-Flavor: Google" in result.failures["gce"]
 
 
 def test_precedence_chain_with_an_ipvlan_profile(
-    make_host: list[ProviderHost], sample: SampleHost, gce_emulator: Emulator
+    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
 ) -> None:
-    host = _host(make_host, sample, gce_emulator.env, hint="gce")
+    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
     host.start()
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
@@ -167,7 +159,7 @@ def test_precedence_chain_with_an_ipvlan_profile(
 
 
 def test_hot_attached_nic_triggers_one_refresh(
-    make_host: list[ProviderHost], sample: SampleHost, tmp_path: Path
+    make_host: list[ProviderHost], gce_sample: SampleHost, tmp_path: Path
 ) -> None:
     import json
 
@@ -182,7 +174,7 @@ def test_hot_attached_nic_triggers_one_refresh(
     fixture = tmp_path / "before.json"
     fixture.write_text(json.dumps(short))
     with build_emulator(fixture, "127.0.0.1:0", None) as emu:
-        host = _host(make_host, sample, emu.env, hint="gce")
+        host = _host(make_host, gce_sample, emu.env, hint="gce")
         host.start()
         # The NIC appears in the metadata after start-up.
         emu.handler.tree["instance"]["networkInterfaces"] = [*nics[:2], extra]  # type: ignore[attr-defined]
@@ -194,11 +186,11 @@ def test_hot_attached_nic_triggers_one_refresh(
 
 
 def test_static_address_comes_back_once_as_written_in_the_final_config(
-    make_host: list[ProviderHost], sample: SampleHost, gce_emulator: Emulator
+    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
 ) -> None:
     # Regression: the profile used to answer the reserved host CIDR
     # (10.24.3.7/32), the merge kept both, and the pod got the address twice.
-    host = _host(make_host, sample, gce_emulator.env, hint="gce")
+    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
     host.start()
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
