@@ -106,7 +106,7 @@ def nd_h100_v5_host(dest: Path) -> SampleHost:
     )
 
 
-def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+def build_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     """The variant's host root written under ``dest``; ``None`` for unknown variants."""
     key = (variant or "default").strip().lower()
     if key in ("default", "nd-h100-v5"):

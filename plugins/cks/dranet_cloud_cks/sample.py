@@ -41,7 +41,7 @@ def ipoib_address(index: int) -> str:
     return f"00:00:10:49:fe:80:00:00:00:00:00:00:b8:3f:d2:03:00:4a:19:{index:02x}"
 
 
-def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+def build_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     if variant is not None:
         return None
     node = load_fixture(None)

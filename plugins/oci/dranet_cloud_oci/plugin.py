@@ -71,7 +71,7 @@ def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator 
 def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from . import sample
 
-    return sample.sample_host(dest, variant)
+    return sample.build_sample_host(dest, variant)
 
 
 @hookimpl

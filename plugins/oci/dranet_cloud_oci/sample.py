@@ -60,7 +60,7 @@ def bm_gpu_h100_8_host(dest: Path) -> SampleHost:
     )
 
 
-def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+def build_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     """The variant's host root written under ``dest``; ``None`` for unknown variants."""
     key = (variant or "default").strip().lower()
     if key in ("default", "bm-gpu-h100-8"):

@@ -25,7 +25,7 @@ SAMPLE_NICS = (
 SAMPLE_CLAIM_DEVICE = "eth1"
 
 
-def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
+def build_sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     if variant not in (None, "bare-metal"):
         return None
     builder = HostRootBuilder(dest).dmi(
