@@ -2,11 +2,11 @@
 
 Each plugin's ``tests/conftest.py`` used to write the same three fixtures by
 hand (a private copy of the default metadata document, a started emulator,
-the sample host root) and, for most, a context pointing at them; only the
-names differed.  :class:`PluginFixtures` builds them from the plugin's own
-hooks (``emulator`` and ``sample_host``, whose signatures the host fixes), so
-a conftest names its fixtures and states only what is particular to its
-cloud::
+the sample host root) and, for most, a context pointing at them or a
+host started on them; only the names differed.  :class:`PluginFixtures`
+builds them from the plugin's own hooks (``emulator`` and ``sample_host``,
+whose signatures the host fixes), so a conftest names its fixtures and
+states only what is particular to its cloud::
 
     kit = PluginFixtures(plugin)
     gce_tree = kit.document("gce_tree", load_fixture(None))
