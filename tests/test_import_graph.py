@@ -30,9 +30,15 @@ class Edge:
     kind: str  # "module", "function" or "typing" (under if TYPE_CHECKING:)
 
 
+def plugin_packages() -> list[Path]:
+    """Every plugin package (a directory with ``__init__.py``: an editable
+    install leaves ``dranet_cloud_<x>.egg-info`` beside it in a fresh clone)."""
+    return sorted(p.parent for p in ROOT.glob("plugins/*/dranet_cloud_*/__init__.py"))
+
+
 def package_roots() -> list[Path]:
     """The core package and every plugin package."""
-    return [ROOT / "dranet_cloud", *sorted(ROOT.glob("plugins/*/dranet_cloud_*"))]
+    return [ROOT / "dranet_cloud", *plugin_packages()]
 
 
 def module_files() -> dict[str, Path]:
@@ -222,7 +228,7 @@ def test_the_walk_covers_the_core_and_every_plugin() -> None:
     modules = module_files()
     assert "dranet_cloud.ipam.sqlite" in modules and "dranet_cloud.testing" in modules
     plugins = {name.split(".")[0] for name in modules if name.startswith("dranet_cloud_")}
-    assert len(plugins) == len(list(ROOT.glob("plugins/*/dranet_cloud_*"))) >= 7
+    assert len(plugins) == len(plugin_packages()) >= 7
     edges = import_edges(modules)
     assert any(e.source == "dranet_cloud.host" and e.target == "dranet_cloud.nic" for e in edges)
     assert {e.kind for e in edges} == {"module", "function", "typing"}
