@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
 
-from .labels import CKS_CLUSTER_LABEL, PLUGIN
 from .metadata_source import endpoint_from
 
 if TYPE_CHECKING:
@@ -38,6 +37,8 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     ``None``.
     """
     from dranet_cloud.detection import NotThisCloud, confirm_probe
+
+    from .labels import CKS_CLUSTER_LABEL, PLUGIN
 
     def probe() -> str:
         node = context.node

@@ -14,16 +14,15 @@ therefore look different here, on purpose:
   the name, the credentials, the retries and the cache; a wrapper here
   would only return it.
 
-Only the standard library is imported at module level: local evidence
-calls :func:`endpoint_from` on every node start.
+Only the standard library is imported at module level (not even
+:mod:`.labels`): local evidence calls :func:`endpoint_from` on every node
+start.
 """
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
-
-from .labels import CKS_CLUSTER_LABEL, PLUGIN, is_cks, relevant
 
 if TYPE_CHECKING:
     from dranet_cloud.context import ProviderContext
@@ -58,6 +57,7 @@ def load_instance(context: ProviderContext, deadline: float) -> CksInstance:
     """Read the Node (fresh: at start and on every refresh) and check it is CKS."""
     from dranet_cloud.errors import ProviderUnavailable
 
+    from .labels import CKS_CLUSTER_LABEL, PLUGIN, is_cks, relevant
     from .snapshot import CksInstance, rdma_devices_by_pci
 
     source = context.node
