@@ -74,7 +74,8 @@ def test_every_plugin_module_is_named_in_the_architecture_doc() -> None:
     text = section(DOC.read_text(encoding="utf-8"), "Plugin packages")
     names = set(re.findall(r"[\w<>/.-]+\.py", text))
     missing: list[str] = []
-    packages = sorted(ROOT.glob("plugins/*/dranet_cloud_*"))
+    # Directories with an __init__.py: an editable install leaves dranet_cloud_<x>.egg-info.
+    packages = sorted(p.parent for p in ROOT.glob("plugins/*/dranet_cloud_*/__init__.py"))
     for package in packages:
         for path in sorted(package.rglob("*.py")):
             rel = path.relative_to(package).as_posix()
