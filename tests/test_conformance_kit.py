@@ -103,31 +103,38 @@ def test_an_empty_known_macs_fails_saying_so(pytester: pytest.Pytester) -> None:
     )
 
 
-def test_an_attribute_the_api_server_refuses_is_explained(pytester: pytest.Pytester) -> None:
-    result = run_suite(pytester, "HYPHEN_IN_ATTRIBUTE", "kubernetes_limits")
+@pytest.mark.parametrize(
+    ("variant", "selected", "test", "message"),
+    [
+        pytest.param(
+            "HYPHEN_IN_ATTRIBUTE",
+            "kubernetes_limits",
+            "test_attributes_within_kubernetes_limits",
+            "plugin acmecloud: device eth0/02:ac:00:00:00:01/0000:00:04.0: attribute "
+            "'acmecloud.example.com/is-primary': name 'is-primary' is not a C identifier *; "
+            "expected <domain>/<name> with a DNS-subdomain domain *",
+            id="attribute-the-api-server-refuses",
+        ),
+        # DRANET's rules for routes and neighbors (pkg/apis/validation.go, validateRoutes
+        # and validateNeighborConfig): a universe-scope route needs a gateway; a neighbor
+        # needs a MAC.
+        pytest.param(
+            "ROUTE_AND_NEIGHBOR_DRANET_REFUSES",
+            "device_configs_validate",
+            "test_device_configs_validate",
+            "plugin acmecloud: device eth0/*: DRANET would refuse its device config *: "
+            "routes[[]0[]].gateway: required unless scope is 253 (link)*[[]route-gateway[]]; "
+            "neighbors[[]0[]].hardwareAddr: cannot be empty [[]neighbor-mac[]]",
+            id="route-and-neighbor-dranet-refuses",
+        ),
+    ],
+)
+def test_a_value_kubernetes_or_dranet_refuses_is_explained(
+    pytester: pytest.Pytester, variant: str, selected: str, test: str, message: str
+) -> None:
+    result = run_suite(pytester, variant, selected)
     result.assert_outcomes(failed=1)
-    explained(
-        result,
-        "test_attributes_within_kubernetes_limits",
-        "plugin acmecloud: device eth0/02:ac:00:00:00:01/0000:00:04.0: attribute "
-        "'acmecloud.example.com/is-primary': name 'is-primary' is not a C identifier *; "
-        "expected <domain>/<name> with a DNS-subdomain domain *",
-    )
-
-
-def test_a_route_and_a_neighbor_dranet_refuses_are_explained(pytester: pytest.Pytester) -> None:
-    """DRANET's rules for routes and neighbors (pkg/apis/validation.go, validateRoutes
-    and validateNeighborConfig): a universe-scope route needs a gateway; a neighbor
-    needs a MAC."""
-    result = run_suite(pytester, "ROUTE_AND_NEIGHBOR_DRANET_REFUSES", "device_configs_validate")
-    result.assert_outcomes(failed=1)
-    explained(
-        result,
-        "test_device_configs_validate",
-        "plugin acmecloud: device eth0/*: DRANET would refuse its device config *: "
-        "routes[[]0[]].gateway: required unless scope is 253 (link)*[[]route-gateway[]]; "
-        "neighbors[[]0[]].hardwareAddr: cannot be empty [[]neighbor-mac[]]",
-    )
+    explained(result, test, message)
 
 
 def test_a_misspelt_hook_fails_naming_the_plugin_the_function_and_the_hook(
