@@ -31,10 +31,10 @@ of a shared range and rarely meet.  At most ``max_creates`` creates are
 tried per allocation; a range the cluster has filled is a 409 naming it.
 
 A gen1 request names the claim only by UID; the parentRef's namespace and
-name then come from the journal (an earlier try) or from one complete list
-of ResourceClaims (:class:`~.claim_index.ClaimIndex`, listed again only
-when a UID is missing, at most once a second); a UID the API does not show
-is a 500 the kubelet retries, never a guess.
+name then come from the journal (an earlier try) or from the claims of this
+node's pods (:class:`~.node_claims.NodeClaims`: a watch of the node's own
+pods, a GET per claim name; never a cluster-wide list); a UID the view
+cannot name is a 500 the kubelet retries, never a guess.
 
 When the API cannot be reached or answers 5xx, a new claim gets
 :class:`~dranet_cloud.errors.ProviderUnavailable` (the server answers 500,
@@ -71,7 +71,6 @@ from ..errors import (
 from ..iprange import IPRange
 from ..logsafe import safe
 from .base import Allocation, Owner
-from .claim_index import ClaimIndex
 from .cluster_api import (
     CLAIM_GROUP,
     CLAIM_RESOURCE,
@@ -102,6 +101,7 @@ from .sqlite_transactions import would_block
 if TYPE_CHECKING:
     from ..claims import ClaimReference
     from ..kube.ipaddress import IPAddressObject
+    from .node_claims import NodeClaims
     from .reclaim import ClaimSource
     from .sqlite import StoreHealth
     from .tally import AllocationTally
@@ -198,6 +198,7 @@ class ClusterIpam:
         min_refresh: float = DEFAULT_MIN_REFRESH,
         close_api: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
+        claims: NodeClaims | None = None,
     ) -> None:
         if not node:
             raise ConfigError(
@@ -228,8 +229,15 @@ class ClusterIpam:
         # Figures for benchmarks and tests (never reset): API calls by kind.
         self.calls: dict[str, int] = {"create": 0, "get": 0, "delete": 0, "list": 0}
         self._calls_lock = threading.Lock()
-        # gen1 DRANET names a claim by UID only: its namespace/name from the API.
-        self.claims = ClaimIndex(api, counted=self._count)
+        # gen1 DRANET names a claim by UID only: its namespace/name from the claims
+        # of this node's pods (shared with the collector when it has the view;
+        # else this store's own, whose watch starts at the first gen1 request).
+        self._own_claims = claims is None
+        if claims is None:
+            from .node_claims import NodeClaims
+
+            claims = NodeClaims(api, node, counted=self._count)  # type: ignore[arg-type]
+        self.claims = claims
 
     # -- the IpamStore protocol --------------------------------------------------------
 
@@ -347,6 +355,8 @@ class ClusterIpam:
 
     def close(self) -> None:
         try:
+            if self._own_claims:
+                self.claims.stop()
             self.journal.close()
         finally:
             if self._close_api is not None:
@@ -377,6 +387,10 @@ class ClusterIpam:
 
     def set_meta(self, key: str, value: str) -> None:
         self.journal.set_meta(key, value)
+
+    def record_claim_names(self, names: Mapping[str, tuple[str, str]]) -> int:
+        """The journal's rows known only by UID learn their claim's namespace/name."""
+        return self.journal.record_claim_names(names)
 
     def __enter__(self) -> ClusterIpam:
         return self
@@ -436,8 +450,8 @@ class ClusterIpam:
         """``claim`` with its namespace and name, which the parentRef must carry.
 
         gen2 DRANET sends them; for a gen1 request (UID only) they come from
-        the journal (an earlier try of this claim) or else from the API
-        (:class:`~.claim_index.ClaimIndex`): never a guess.
+        the journal (an earlier try of this claim) or else from the claims of
+        this node's pods (:class:`~.node_claims.NodeClaims`): never a guess.
         """
         from ..claims import ClaimReference
 
@@ -450,7 +464,7 @@ class ClusterIpam:
                 return ClaimReference(owner.claim_uid, recorded.namespace, recorded.name, pods)
         found = self.claims.find(owner.claim_uid, asked_at=asked_at, until=budget.until)
         log.info(
-            "ipam (cluster scope): claim UID %s is %s/%s (from the list of ResourceClaims)",
+            "ipam (cluster scope): claim UID %s is %s/%s (a claim of a pod of this node)",
             safe(owner.claim_uid),
             safe(found.namespace),
             safe(found.name),

@@ -12,7 +12,7 @@ import ipaddress
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -254,6 +254,23 @@ class MemoryStore:
     def list(self) -> list[Allocation]:
         with self._lock:
             return sorted((self._with_keys(a) for a in self._by_key.values()), key=_list_order)
+
+    def record_claim_names(self, names: Mapping[str, tuple[str, str]]) -> int:
+        """Record the namespace/name of claims whose allocations know only the UID."""
+        from ..claims import ClaimReference
+
+        changed = 0
+        with self._lock:
+            for key, alloc in list(self._by_key.items()):
+                found = names.get(alloc.owner.claim_uid)
+                old = alloc.claim
+                if found is None or (old is not None and (old.namespace or old.name)):
+                    continue
+                pods = old.pods if old is not None else ()
+                claim = ClaimReference(alloc.owner.claim_uid, found[0], found[1], pods)
+                self._by_key[key] = replace(alloc, claim=claim)
+                changed += 1
+        return changed
 
     def get_meta(self, key: str) -> str | None:
         """A fact recorded about the store (``cluster_uid``), ``None`` when never recorded."""

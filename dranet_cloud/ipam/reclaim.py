@@ -196,6 +196,10 @@ class KubernetesClaims:
     every call of one run, cluster check included; ``budget_flag`` is the
     flag that sets it, named when it runs out.  ``adopt`` records the API's
     cluster as the store's even when the store recorded another one.
+    ``cluster_ttl`` (seconds) reuses the cluster's UID read within it
+    instead of reading it every run (a long-running collector: the
+    ``kube-system`` Namespace's UID lasts the cluster's life, and a GET per
+    node per minute is a cost of the whole cluster); 0 reads it every run.
     """
 
     def __init__(
@@ -207,9 +211,12 @@ class KubernetesClaims:
         batch: int = CLAIM_BATCH,
         budget_flag: str = "--budget",
         adopt: bool = False,
+        cluster_ttl: float = 0.0,
     ) -> None:
         if batch < 1:
             raise ValueError("the claim batch must hold at least one claim")
+        self.cluster_ttl = cluster_ttl
+        self._cluster: tuple[str, float] | None = None  # (uid, time.monotonic() read)
         self.client = client
         self.page_size = page_size
         self.run_timeout = run_timeout
@@ -240,7 +247,13 @@ class KubernetesClaims:
 
     def _confirm_cluster(self, store: IpamStore, until: float, *, record: bool) -> None:
         """The API must be the cluster the store's claims came from; record it on first contact."""
-        uid = self._call(until, self.client.cluster_uid)
+        cached = self._cluster
+        if cached is not None and time.monotonic() - cached[1] < self.cluster_ttl:
+            uid = cached[0]
+        else:
+            read_at = time.monotonic()
+            uid = self._call(until, self.client.cluster_uid)
+            self._cluster = (uid, read_at)
         known = recorded_cluster(store)
         if known == uid:
             return

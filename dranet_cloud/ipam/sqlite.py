@@ -396,6 +396,13 @@ class SqliteStore(SqliteTransactions):
             keys = sqlite_rows.keys_of(conn, None)
         return [sqlite_rows.to_allocation(row, keys.get(row[4], frozenset())) for row in rows]
 
+    def record_claim_names(self, names: Mapping[str, tuple[str, str]]) -> int:
+        """Record the namespace/name of claims whose rows know only the UID; rows changed."""
+        if not names:
+            return 0
+        with self._transaction() as conn:
+            return sqlite_rows.name_claims(conn, names)
+
     def get_meta(self, key: str) -> str | None:
         """A fact recorded about the store (``cluster_uid``), ``None`` when never recorded."""
         with self._snapshot() as conn:

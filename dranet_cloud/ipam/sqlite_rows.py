@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -171,6 +171,24 @@ def fill_claim(
         "claim_namespace IS NULL AND claim_name IS NULL AND claim_pods IS NULL",
         (*_claim_values(claim), owner.claim_uid, owner.pool, *devices),
     )
+
+
+def name_claims(conn: sqlite3.Connection, names: Mapping[str, tuple[str, str]]) -> int:
+    """Record ``uid -> (namespace, name)`` on the rows that know only the UID; rows changed.
+
+    Leak reclaiming learned the names from the API (the node's pods, or one
+    complete list): recorded, the claim is proven by one GET from then on,
+    never again by a list of every claim.  Rows that name a claim keep theirs.
+    """
+    changed = 0
+    for uid, (namespace, name) in sorted(names.items()):
+        cursor = conn.execute(
+            f"UPDATE {CLAIM_ROWS} SET claim_namespace = ?, claim_name = ? "
+            "WHERE claim_uid = ? AND claim_namespace IS NULL AND claim_name IS NULL",
+            (namespace, name, uid),
+        )
+        changed += max(cursor.rowcount, 0)
+    return changed
 
 
 def forget_unused_keys(conn: sqlite3.Connection, devices: Iterable[str]) -> None:
