@@ -322,6 +322,7 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
 ) -> None:
     common = {
         ("resource.k8s.io", "resourceclaims"): {"get", "list"},
+        ("", "pods"): {"get", "list", "watch"},  # the node's own pods: its claims
         ("", "nodes"): {"get"},
         ("", "namespaces"): {"get"},  # only kube-system: the cluster's identity
     }
@@ -334,6 +335,11 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
     assert namespaces["resourceNames"] == ["kube-system"]
     assert rbac_rules(rendered["cloud-profile"]) == common
     assert rbac_rules(rendered["cloud-only"]) == common
+    for overlay, docs in rendered.items():  # --gc-kubernetes watches the pods of NODE_NAME
+        _dranet, sidecar = containers(docs)
+        if "--gc-kubernetes" in sidecar["args"]:
+            env = {e["name"]: e for e in sidecar["env"]}
+            assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     ipaddresses = {"create", "get", "list", "watch", "delete"}
     assert rbac_rules(rendered["bare-metal"]) == {
         **common,

@@ -338,8 +338,12 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
             from ..ipam.cluster import open_cluster_ipam
 
             node, kubeconfig = cluster
+            # The collector's view of this node's pods, when it has one (serve
+            # --gc-kubernetes), names gen1 UIDs too: one pods watch per node.
+            shared = getattr(args, "node_claims", None)
+            extra = {} if shared is None else {"claims": shared}
             return open_cluster_ipam(
-                resolve_db_path(path), node=node, kubeconfig=kubeconfig, create=create
+                resolve_db_path(path), node=node, kubeconfig=kubeconfig, create=create, **extra
             )
         return open_store(path, memory=memory, create=create)
 

@@ -36,6 +36,8 @@ LIVE_CLAIMS_HELP = (
 
 
 DEFAULT_BUDGET = "60s"
+MAX_START_JITTER = 30.0  # seconds: the pods informer of `serve` starts within this
+FIRST_LIST_JITTER = 600.0  # seconds: the first complete list for unnamed UID-only rows
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -75,6 +77,10 @@ def build_source(
     flags: tuple[str, str, str] = ("--kubernetes", "--live-claims", "--unsafe-free-by-age"),
     budget: tuple[str, str] = ("--budget", DEFAULT_BUDGET),
     adopt: bool = False,
+    node: str | None = None,
+    watch: bool = False,
+    grace: timedelta | None = None,
+    interval: float | None = None,
 ) -> tuple[ClaimSource | None, Callable[[], None]]:
     """The claim source the flags ask for and a function that closes it.
 
@@ -82,6 +88,13 @@ def build_source(
     ``budget`` its run-budget flag and value; ``adopt`` lets the API's
     cluster replace the one the store recorded.  Exactly one source must be
     given; ``None`` is returned for age alone.
+
+    With ``node`` (this node's Kubernetes name) the Kubernetes source is
+    :class:`~dranet_cloud.ipam.node_claims.NodeClaims`, the claims of this
+    node's pods: with ``watch`` (the server) a pods informer, started by the
+    collector with a start-up jitter of up to ``interval`` (at most 30 s), so
+    a DaemonSet rollout does not list at once; without it (``ipam gc``) one
+    list of the node's pods per run.  ``grace`` is the runs' grace period.
     """
     chosen = [
         flag
@@ -114,8 +127,34 @@ def build_source(
     if seconds <= 0:
         raise ConfigError(f"{budget_flag} {budget_text!r} must be longer than 0s")
     client = KubeClient(kubeconfig)
-    source = KubernetesClaims(client, run_timeout=seconds, budget_flag=budget_flag, adopt=adopt)
-    return source, client.close
+    if not node:
+        source = KubernetesClaims(client, run_timeout=seconds, budget_flag=budget_flag, adopt=adopt)
+        return source, client.close
+    from ..ipam.node_claims import NodeClaims
+    from ..ipam.reclaim import DEFAULT_GRACE
+
+    spread = min(interval or 0.0, MAX_START_JITTER) if watch else 0.0
+    view = NodeClaims(
+        client,
+        node,
+        watch=watch,
+        grace=DEFAULT_GRACE if grace is None else grace,
+        run_timeout=seconds,
+        budget_flag=budget_flag,
+        adopt=adopt,
+        initial_jitter=spread,
+        # After a rollout every node with rows from before this version lists
+        # the claims once: spread those lists over ten minutes.
+        list_jitter=FIRST_LIST_JITTER if watch else 0.0,
+    )
+
+    def close() -> None:
+        try:
+            view.stop()
+        finally:
+            client.close()
+
+    return view, close
 
 
 def parse_duration(text: str) -> timedelta:

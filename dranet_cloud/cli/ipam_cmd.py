@@ -14,6 +14,7 @@ missing file rather than create an empty one.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -79,8 +80,9 @@ def _gc_store(args: argparse.Namespace, source: Any) -> Any:
 
     node, kubeconfig = cluster
     client = getattr(source, "client", None)  # the claims' API client, when it is one
+    extra = {"claims": source} if hasattr(source, "find") else {}
     return open_cluster_ipam(
-        resolve_db_path(args.ipam_db), node=node, kubeconfig=kubeconfig, api=client
+        resolve_db_path(args.ipam_db), node=node, kubeconfig=kubeconfig, api=client, **extra
     )
 
 
@@ -217,6 +219,7 @@ def _run_gc(args: argparse.Namespace) -> int:
             )
         grace = parse_grace("--grace", args.grace)
         unsafe = _optional_duration(args.unsafe_free_by_age)
+        node = args.node_name or os.environ.get("NODE_NAME") or None
         source, close = build_source(
             what="ipam gc",
             kubernetes=args.kubernetes,
@@ -225,6 +228,8 @@ def _run_gc(args: argparse.Namespace) -> int:
             unsafe_age=unsafe,
             budget=("--budget", args.budget),
             adopt=args.adopt_cluster,
+            node=node,
+            grace=grace,
         )
         with _gc_store(args, source) as store:
             if source is not None:
@@ -354,7 +359,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kubernetes",
         action="store_true",
         help="ask the Kubernetes API which claims are gone (needs get and list on "
-        "resourceclaims.resource.k8s.io, and get on the kube-system namespace)",
+        "resourceclaims.resource.k8s.io, and get on the kube-system namespace; with "
+        "--node-name also list on pods: claims known only by UID are then named from this "
+        "node's pods instead of a list of every claim)",
     )
     gc.add_argument("--kubeconfig", metavar="FILE", default=None, help=KUBECONFIG_HELP)
     add_scope_flag(gc)
@@ -362,7 +369,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--node-name",
         default=None,
         metavar="NAME",
-        help="this node's Kubernetes name, for --ipam-scope cluster (default: $NODE_NAME)",
+        help="this node's Kubernetes name (default: $NODE_NAME): for --ipam-scope cluster, and "
+        "for --kubernetes, which then lists this node's pods once to name and judge their "
+        "claims",
     )
     gc.add_argument(
         "--grace",

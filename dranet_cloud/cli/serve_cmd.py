@@ -169,8 +169,9 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--gc-kubernetes",
         action="store_true",
-        help="free an allocation only when the Kubernetes API proves its claim gone "
-        "(needs get and list on resourceclaims.resource.k8s.io, and get on the kube-system "
+        help="free an allocation only when the Kubernetes API proves its claim gone; "
+        "watches this node's pods (needs --node-name or NODE_NAME; get, list and watch on "
+        "pods, get and list on resourceclaims.resource.k8s.io, get on the kube-system "
         "namespace)",
     )
     add_kubeconfig_flag(g)
@@ -372,6 +373,15 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         return None, lambda: None
     if interval.total_seconds() <= 0:
         raise ConfigError(f"--gc-interval {args.gc_interval!r} must be longer than 0s")
+    node = getattr(args, "node_name", None) or os.environ.get("NODE_NAME") or ""
+    if args.gc_kubernetes and not node:
+        # Without the node's name the only proof for a claim known by UID is a list
+        # of every claim in the cluster, every run, on every node: refused.
+        raise ConfigError(
+            "--gc-kubernetes needs this node's Kubernetes name to watch the node's own "
+            "pods: pass --node-name NAME or set NODE_NAME (in a pod, from the downward API: "
+            "fieldRef spec.nodeName)"
+        )
     source, close = build_source(
         what="--gc-interval",
         kubernetes=args.gc_kubernetes,
@@ -380,7 +390,13 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         unsafe_age=unsafe,
         flags=("--gc-kubernetes", "--gc-live-claims", "--gc-unsafe-free-by-age"),
         budget=("--gc-budget", args.gc_budget),
+        node=node if args.gc_kubernetes else None,
+        watch=True,
+        grace=grace,
+        interval=interval.total_seconds(),
     )
+    if hasattr(source, "find"):
+        args.node_claims = source  # cluster scope names gen1 UIDs from the same view
     if unsafe is not None:
         # A flag in a manifest is easy to forget: say in every start-up log what it does.
         logging.getLogger("dranet_cloud.server").warning(

@@ -669,6 +669,7 @@ class NodeClaims:
         items, _rv = self.client.list_objects(
             CLAIMS_PATH,
             resource_version="0",
+            metadata_only=True,  # the UIDs and names are all it needs
             page_size=self.api.page_size,
             deadline=deadline,
             what="LIST resourceclaims in all namespaces",

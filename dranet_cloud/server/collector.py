@@ -5,7 +5,10 @@ provider must reclaim leaks itself.  Every ``interval`` the collector asks a
 :class:`~dranet_cloud.ipam.reclaim.ClaimSource` which claims are proven gone
 (the Kubernetes API with ``--gc-kubernetes``, or a complete live-claims file)
 and frees only their allocations older than the grace period; a run whose
-evidence fails frees nothing and logs why.  Freeing by age alone exists only
+evidence fails frees nothing and logs why.  A source with a view to keep
+(:class:`~dranet_cloud.ipam.node_claims.NodeClaims`: a watch of this node's
+pods) is started with the collector, so its first list is done, jittered,
+before the first run.  Freeing by age alone exists only
 behind ``--gc-unsafe-free-by-age``: a claim that lives longer than the
 duration loses its address to the next pod.
 """
@@ -131,6 +134,9 @@ class PeriodicCollector:
             self.collect_once()
 
     def start(self) -> PeriodicCollector:
+        begin = getattr(self.settings.source, "start", None)
+        if callable(begin):
+            begin()
         self._thread = threading.Thread(target=self._loop, name="ipam-gc", daemon=True)
         self._thread.start()
         return self
@@ -141,3 +147,6 @@ class PeriodicCollector:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        end = getattr(self.settings.source, "stop", None)
+        if callable(end):
+            end()
