@@ -7,6 +7,7 @@ journals (one per simulated node).
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -241,15 +242,23 @@ def test_static_addresses_are_reserved_cluster_wide(
     assert b.allocate(owner("u3"), [small], claim=ref(kube, "u3")) == ["10.9.0.51/32"]
 
 
-def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_claims(
+def gen1_claim(kube: KubernetesEmulator, namespace: str, name: str, uid: str, node: str) -> None:
+    """A claim and the running pod on ``node`` that uses it, as the kubelet sees them."""
+    kube.add_claim(namespace, name, uid=uid, node=node)
+    kube.add_pod(namespace, f"{name}-pod", node=node, claims=(("nic", name),))
+
+
+def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_this_nodes_pods(
     kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
 ) -> None:
     a = nodes["node-a"]
     uids = [f"g{i}" for i in range(12)]
     for i, uid in enumerate(uids):  # in two namespaces, as the kubelet would see them
-        kube.add_claim(f"ns-{i % 2}", f"claim-{uid}", uid=uid, node="node-a")
+        gen1_claim(kube, f"ns-{i % 2}", f"claim-{uid}", uid, "node-a")
+    for i in range(30):  # the other nodes' claims: never read by node-a
+        gen1_claim(kube, "other", f"theirs-{i}", f"t{i}", f"node-{i % 3 + 2}")
     kube.reset_calls()
-    with ThreadPoolExecutor(6) as pool:  # concurrent gen1 requests share the list
+    with ThreadPoolExecutor(6) as pool:  # concurrent gen1 requests share the look-ups
         got = dict(
             zip(
                 uids,
@@ -257,7 +266,10 @@ def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_cla
                 strict=True,
             )
         )
-    assert kube.calls("resourceclaims") == {"list": 1}  # one list, not one per request
+    claims = kube.calls("resourceclaims")
+    assert "list" not in claims  # no list of every claim in the cluster
+    assert 12 <= claims["get"] <= 24  # one GET per claim name of node-a (a race: two)
+    assert kube.calls("pods").get("list", 0) <= 2  # the informer's list, one for a miss
     found = objects(kube)
     for i, uid in enumerate(uids):
         obj = found[got[uid].removesuffix("/32")]
@@ -274,50 +286,53 @@ def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_cla
     kube.reset_calls()
     assert a.allocate(owner("g3"), [RANGE], claim=ClaimReference("g3")) == [got["g3"]]
     assert kube.calls("resourceclaims") == {} and kube.calls() == {}
-    # A claim created after the list: its UID is missing, so the claims are listed again.
-    a.claims.min_interval = 0.1
-    kube.add_claim("ns-late", "late", uid="late", node="node-a")
+    # A pod scheduled later: its claim is named from the watch (or this node's pods).
+    gen1_claim(kube, "ns-late", "late", "late", "node-a")
     late = a.allocate(owner("late"), [RANGE], claim=ClaimReference("late"))[0]
     assert objects(kube)[late.removesuffix("/32")]["spec"]["parentRef"]["name"] == "late"
-    assert kube.calls("resourceclaims") == {"list": 1}
+    assert "list" not in kube.calls("resourceclaims")
     # A static address of a gen1 claim is reserved the same way.
-    kube.add_claim("ns-static", "fixed", uid="fixed", node="node-a")
+    gen1_claim(kube, "ns-static", "fixed", "fixed", "node-a")
     assert a.reserve(owner("fixed"), ["10.9.0.250"], claim=ClaimReference("fixed")) == [
         "10.9.0.250/32"
     ]
     assert objects(kube)["10.9.0.250"]["spec"]["parentRef"]["namespace"] == "ns-static"
+    assert "list" not in kube.calls("resourceclaims")
 
 
-def test_a_gen1_uid_the_api_does_not_show_is_a_500_and_never_an_address(
+def test_a_gen1_uid_no_pod_of_this_node_names_is_a_500_and_never_an_address(
     kube: KubernetesEmulator, nodes: dict[str, ClusterIpam]
 ) -> None:
     a = nodes["node-a"]
     a.claims.min_interval = 0.1
-    kube.add_claim("team", "real", uid="real", node="node-a")
-    with pytest.raises(ProviderUnavailable, match="complete list of ResourceClaims") as err:
-        a.allocate(owner("ghost"), [RANGE], claim=ClaimReference("ghost"))
-    assert not isinstance(err.value, ProfileDenied)  # temporary: the kubelet retries
+    gen1_claim(kube, "team", "real", "real", "node-a")
+    gen1_claim(kube, "team", "theirs", "theirs", "node-b")  # a claim of another node's pod
+    for uid in ("ghost", "theirs"):
+        with pytest.raises(ProviderUnavailable, match="no live pod of node node-a") as err:
+            a.allocate(owner(uid), [RANGE], claim=ClaimReference(uid))
+        assert not isinstance(err.value, ProfileDenied)  # temporary: the kubelet retries
     assert objects(kube) == {} and a.list() == []
-    # A list that fails proves nothing: still a 500, still nothing written.
-    kube.fail(503, times=None, verb="list", resource="resourceclaims")
-    with pytest.raises(ProviderUnavailable, match="listing ResourceClaims failed"):
+    # A list of this node's pods that fails proves nothing: still a 500, nothing written.
+    time.sleep(0.1)
+    kube.fail(503, times=None, verb="list", resource="pods")
+    with pytest.raises(ProviderUnavailable, match="listing this node's pods failed"):
         a.allocate(owner("ghost2"), [RANGE], claim=ClaimReference("ghost2"))
     assert objects(kube) == {} and a.list() == []
-    # A claim the last good list showed needs no list; the API back, new UIDs resolve.
+    # A claim the view showed needs no call; the API back, new UIDs resolve.
     kube.reset_calls()
     got = a.allocate(owner("real"), [RANGE], claim=ClaimReference("real"))
-    assert kube.calls("resourceclaims") == {}
+    assert kube.calls("resourceclaims") == {} and kube.calls("pods") == {}
     assert objects(kube)[got[0].removesuffix("/32")]["spec"]["parentRef"]["name"] == "real"
     kube.clear_faults()
-    kube.add_claim("team", "later", uid="ghost2", node="node-a")
+    gen1_claim(kube, "team", "later", "ghost2", "node-a")
     assert a.allocate(owner("ghost2"), [RANGE], claim=ClaimReference("ghost2"))
-    # Unknown UIDs asked again and again list at most once per min_interval.
+    # Unknown UIDs asked again and again list this node's pods at most once per min_interval.
     a.claims.min_interval = 30.0
     kube.reset_calls()
     for _ in range(3):
         with pytest.raises(ProviderUnavailable):
             a.allocate(owner("ghost"), [RANGE], claim=ClaimReference("ghost"))
-    assert kube.calls("resourceclaims") == {}
+    assert kube.calls("pods").get("list", 0) <= 1 and kube.calls("resourceclaims") == {}
     assert len(objects(kube)) == 2
 
 

@@ -694,18 +694,15 @@ class NodeClaims:
             informer = self._informer
             if informer is not None and not informer.synced:
                 informer.wait_synced(max(0.0, min(SYNC_WAIT, (until - time.monotonic()) / 2)))
-        hit = self._resolve_unresolved(uid, until)
-        if hit is not None:
-            return hit
+        # Misses are served one at a time: concurrent gen1 requests share the GETs
+        # and the list of one of them.
         if not self._miss_lock.acquire(timeout=max(0.0, until - time.monotonic())):
-            raise self._unknown(uid, "another request's list of this node's pods did not end")
+            raise self._unknown(uid, "another request's look-up of this node's pods did not end")
         try:
-            hit = self.cached(uid)
-            if hit is not None:
-                return hit
-            if self._pods_listed < asked_at:
-                self._list_for_miss(uid, until)
             hit = self._resolve_unresolved(uid, until)
+            if hit is None and self._pods_listed < asked_at:
+                self._list_for_miss(uid, until)
+                hit = self._resolve_unresolved(uid, until)
             if hit is None:
                 raise self._unknown(
                     uid,
