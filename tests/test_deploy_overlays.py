@@ -335,7 +335,7 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
     assert namespaces["resourceNames"] == ["kube-system"]
     assert rbac_rules(rendered["cloud-profile"]) == common
     assert rbac_rules(rendered["cloud-only"]) == common
-    for overlay, docs in rendered.items():  # --gc-kubernetes watches the pods of NODE_NAME
+    for docs in rendered.values():  # --gc-kubernetes watches the pods of NODE_NAME
         _dranet, sidecar = containers(docs)
         if "--gc-kubernetes" in sidecar["args"]:
             env = {e["name"]: e for e in sidecar["env"]}

@@ -83,6 +83,8 @@ def test_gc_against_another_cluster_frees_nothing_and_names_both(
             "--gc-interval",
             "0.2s",
             "--gc-kubernetes",
+            "--node-name",
+            "node-1",
             "--kubeconfig",
             str(home_config),
         )

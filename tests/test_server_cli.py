@@ -313,15 +313,24 @@ def test_periodic_gc_with_a_live_claims_file(tmp_path: Path, servers: list[Serve
     assert "ipam gc freed 10.5.0." in server.stderr()
 
 
+def gc_runs(client: GoLikeClient) -> float:
+    """The collector's completed runs, from the server's own /metrics."""
+    text = client.http.get("/metrics").text
+    found = re.search(r"^dranet_cloud_gc_runs_total (\S+)$", text, re.M)
+    assert found is not None, text[:400]
+    return float(found.group(1))
+
+
 def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
     tmp_path: Path, fast_dir: Path, servers: list[ServeProcess]
 ) -> None:
-    """Claims are created and deleted while the collector runs every 0.25 s.
+    """gen1 claims (UID only) of pods of this node come and go while the collector runs
+    every 0.25 s.
 
-    A leaked claim (deleted, its release lost) must be free once two claim
-    lists were snapshotted after its deletion: the first of them proves it
-    gone and that run finishes before the next begins (two intervals).  A
-    claim that is never deleted must never lose its address.
+    A leaked claim (its pod and claim deleted, its release lost) must be free
+    after the collector's next runs, proven by a GET of the name this node's
+    pods view gave its UID; a claim that is never deleted must never lose its
+    address, and no run lists every claim of the cluster.
     """
     with KubernetesEmulator() as kube:
         server = ServeProcess(
@@ -330,6 +339,8 @@ def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
             "--gc-interval",
             "0.25s",
             "--gc-kubernetes",
+            "--node-name",
+            "node-1",
             "--kubeconfig",
             str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
             "--gc-grace",
@@ -339,10 +350,15 @@ def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
         )
         servers.append(server)
         live: set[str] = set()
-        leaked: dict[str, float] = {}  # uid -> time.monotonic() just after the deletion
+        leaked: set[str] = set()
         released: set[str] = set()
         lock = threading.Lock()
         stop_at = time.monotonic() + 2.0
+        claims = "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/"
+
+        def resolved(name: str) -> bool:
+            """The view read the claim by name (the kubelet's pod came well before)."""
+            return any(r.path == claims + name for r in kube.emulator.requests())
 
         def churn(worker: int) -> int:
             client = server.client()
@@ -353,17 +369,19 @@ def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
                     name = f"w{worker}-{made}"
                     made += 1
                     uid = kube.add_claim("team", name)["metadata"]["uid"]
+                    kube.add_pod("team", f"{name}-pod", node="node-1", claims=(("nic", name),))
                     assert client.address(uid)[0].startswith("10.80.")
                     fate = rnd.random()
                     if fate < 0.4:
                         with lock:
                             live.add(uid)
                         continue
+                    wait_until(lambda n=name: resolved(n), f"the view resolved {name}")
+                    assert kube.delete_pod("team", f"{name}-pod")
                     assert kube.delete_claim("team", name)
-                    deleted = time.monotonic()
                     if fate < 0.7:  # DRANET's release never came
                         with lock:
-                            leaked[uid] = deleted
+                            leaked.add(uid)
                     else:
                         assert client.profile(uid, release=True).status_code == 200
                         with lock:
@@ -374,22 +392,21 @@ def test_gc_kubernetes_frees_leaks_within_two_runs_and_never_a_live_claim(
 
         with ThreadPoolExecutor(4) as pool:
             made = sum(pool.map(churn, range(4)))
-        last_deletion = max(leaked.values())
-
-        def two_runs_since_last_deletion() -> bool:
-            return sum(t > last_deletion for t in kube.claim_list_snapshots) >= 2
-
-        wait_until(two_runs_since_last_deletion, "two collections after the last deletion")
+        wait_until(lambda: set(listed_claims(server.db)) == live, "every leak freed")
+        client = server.client()
+        runs = gc_runs(client)
+        wait_until(lambda: gc_runs(client) >= runs + 2, "two more collections")
+        client.close()
         held = set(listed_claims(server.db))
-        runs = len(kube.claim_list_snapshots)
         assert server.terminate() == 0
+        listed = kube.calls("resourceclaims").get("list", 0)
     log = server.stderr()
-    print(f"{made} claims, {len(leaked)} leaked, {len(live)} live, {runs} collections")
+    print(f"{made} claims, {len(leaked)} leaked, {len(live)} live, {runs:g} collections")
     assert leaked and live and released
     assert held == live  # every leak freed, every live claim kept
+    assert listed == 0  # no list of every claim: each leak was proven by its GET
     freed = set(re.findall(r"ipam gc freed 10\.80\.\S+ held by local-ipam/[^/\s]+/(\S+) ", log))
-    assert set(leaked) <= freed  # by the collector (a release may lose a race with it)
-    assert not freed & live
+    assert leaked <= freed  # by the collector (a release may lose a race with it)
 
 
 def test_gc_kubernetes_with_gen2_claims_checks_each_name(
@@ -406,6 +423,7 @@ def test_gc_kubernetes_with_gen2_claims_checks_each_name(
             str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
             "--gc-grace",
             "0s",
+            env={"NODE_NAME": "node-1"},  # as the manifest sets it
         )
         servers.append(server)
         client = server.client()
@@ -432,7 +450,8 @@ def test_gc_kubernetes_with_gen2_claims_checks_each_name(
     assert paths == {
         f"/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/{n}" for n in "abc"
     } | {
-        "/api/v1/namespaces/kube-system"  # which cluster: checked on every run
+        "/api/v1/namespaces/kube-system",  # which cluster: checked once an hour
+        "/api/v1/pods",  # the watch of node-1's pods (none uses these claims)
     }
     assert "ipam gc freed" in server.stderr() and "(claim team/b (uid" in server.stderr()
 
@@ -589,6 +608,10 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         out.returncode == 2
         and "--gc-interval: say how to prove claims gone: --gc-kubernetes" in out.stderr
     )
+    out = cli(*base, "--gc-kubernetes", "--kubeconfig", str(tmp_path / "missing"))
+    assert out.returncode == 2 and "--gc-kubernetes needs this node's" in out.stderr
+    assert "--node-name NAME or set NODE_NAME" in out.stderr  # refused, not a silent fall-back
+    base += ["--node-name", "node-1"]
     out = cli(*base, "--gc-kubernetes", "--kubeconfig", str(tmp_path / "missing"))
     assert out.returncode == 2 and "no kubeconfig file at" in out.stderr
     assert not (tmp_path / "s.sock").exists()

@@ -52,6 +52,7 @@ Without a watch (``watch=False``: the one-shot ``ipam gc --kubernetes
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
@@ -248,6 +249,7 @@ class NodeClaims:
         self._pods_listed = -math.inf  # time.monotonic() when the last good pod list began
         self._pods_tried = -math.inf
         self._next_list = time.monotonic() + self._rng.uniform(0.0, max(0.0, list_jitter))
+        self._told_wait = -math.inf  # the _next_list the wait for was logged for
         self._informer: Informer | None = None
         self._resolver: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -286,10 +288,8 @@ class NodeClaims:
         if informer is not None:
             informer.stop()
         if resolver is not None:
-            try:
+            with contextlib.suppress(queue.Full):  # else it sees _stopping within a second
                 self._queue.put_nowait(None)
-            except queue.Full:
-                pass  # the thread sees _stopping within a second
             resolver.join(5.0)
 
     close = stop
@@ -619,6 +619,9 @@ class NodeClaims:
         now = time.monotonic()
         uids = frozenset(c.uid for c in unnamed)
         if now < self._next_list:
+            if self._told_wait == self._next_list:
+                return None  # said once per wait, not every run
+            self._told_wait = self._next_list
             log.info(
                 "ipam gc: %d claim(s) known only by UID are on no pod of node %s; the next "
                 "complete list of ResourceClaims that judges them is due in %.0f s",
@@ -754,9 +757,7 @@ class NodeClaims:
         from ..kube import KubeError
 
         with self._lock:
-            keys = sorted(
-                {k for k in (*self._users, *self._extra_names) if k not in self._by_key}
-            )
+            keys = sorted({k for k in (*self._users, *self._extra_names) if k not in self._by_key})
         for key in keys:
             left = until - time.monotonic()
             if left <= 0:
