@@ -254,3 +254,63 @@ def test_a_cut_or_expired_watch_frees_nothing(
     wait_until(lambda: "team/w0" not in view.used(), "the relist's DELETED")
     assert reclaim(store, view, grace=GRACE).freed == []
     assert held(store) == set(uids)
+
+
+def test_ipam_gc_with_a_node_name_lists_this_nodes_pods_once(
+    kube: KubernetesEmulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from dranet_cloud.cli.ipam_cmd import register
+
+    def run(*argv: str) -> int:
+        top = argparse.ArgumentParser(prog="dranet-cloud")
+        register(top.add_subparsers(dest="command", required=True))
+        args = top.parse_args(["ipam", "gc", "--ipam-db", str(path), "--kubernetes", *argv])
+        code: int = args.func(args)
+        return code
+
+    path = tmp_path / "ipam.db"
+    config = str(kube.write_kubeconfig())
+    with SqliteStore(str(path), clock=lambda: HOUR_AGO) as store:
+        in_use = [claimed_pod(kube, f"u{i}") for i in range(3)]
+        for uid in in_use:
+            allocate(store, uid, None)
+        named = claimed_pod(kube, "named")
+        allocate(store, named, "named")
+    kube.delete_pod("team", "named-pod")
+    kube.delete_claim("team", "named")
+    kube.reset_calls()
+    assert run("--kubeconfig", config, "--node-name", NODE, "-o", "json") == 0
+    assert "freed 1 of 4" in capsys.readouterr().err
+    assert kube.calls("pods") == {"list": 1}  # this node's pods, once, from the watch cache
+    assert kube.calls("resourceclaims") == {"get": 4}  # three names resolved, one proven gone
+    with SqliteStore(str(path), clock=lambda: HOUR_AGO) as store:  # gen1 rows learned names
+        assert {a.claim.qualified_name for a in store.list() if a.claim} == {
+            "team/u0",
+            "team/u1",
+            "team/u2",
+        }
+        early = kube.add_claim("team", "early")["metadata"]["uid"]  # a UID no pod names
+        allocate(store, early, None)
+    kube.delete_claim("team", "early")
+    kube.reset_calls()
+    assert run("--kubeconfig", config, "--node-name", NODE) == 0
+    assert "freed 1 of 4" in capsys.readouterr().err
+    claims = kube.calls("resourceclaims")
+    assert claims["list"] == 1 and "list-consistent" not in claims  # the UID-only fall-back
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_stores_record_names_only_on_rows_that_know_just_the_uid(kind: str, tmp_path: Path) -> None:
+    store: IpamStore = SqliteStore(str(tmp_path / "ipam.db")) if kind == "sqlite" else MemoryStore()
+    try:
+        allocate(store, "u1", None)
+        allocate(store, "u2", "given")
+        names = {"u1": ("team", "learned"), "u2": ("team", "other"), "u3": ("x", "y")}
+        assert store.record_claim_names(names) == 1  # type: ignore[attr-defined]
+        got = {a.owner.claim_uid: a.claim.qualified_name for a in store.list() if a.claim}
+        assert got == {"u1": "team/learned", "u2": "team/given"}  # a recorded name stays
+        assert store.record_claim_names(names) == 0  # type: ignore[attr-defined]
+    finally:
+        store.close()

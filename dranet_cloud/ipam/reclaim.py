@@ -12,7 +12,10 @@ So the rule here is *proof, not absence of news*:
   another UID (deleted, or deleted and recreated under the same name); a
   claim known only by UID is gone when a *complete* paginated list of every
   ResourceClaim lacks its UID.  Any error, timeout or partial list proves
-  nothing and frees nothing (:class:`NothingProven`);
+  nothing and frees nothing (:class:`NothingProven`).  With the node's name,
+  :class:`~.node_claims.NodeClaims` (the claims of this node's pods) is the
+  source instead: it names UID-only claims from the pods and lists every
+  claim only for UIDs no pod of the node ever showed;
 * a file for air-gapped nodes (:class:`ClaimsFile`): either ``kubectl get
   resourceclaims -A -o json`` output (a ResourceClaimList is complete by
   construction; unparsable, truncated or paged output proves nothing), or one
