@@ -429,3 +429,18 @@ def test_emulate_kubernetes_bookmark_interval(capsys: pytest.CaptureFixture[str]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_lost_lease_update_reply_is_committed(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    made = client.post(LEASES, json={"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    lease = made.json()
+    kube.apply_api_faults("lose-reply=update;fail=watch:503")
+    lease["spec"]["holderIdentity"] = "b"
+    with pytest.raises(httpx.HTTPError):
+        client.put(f"{LEASES}/l", json=lease)
+    assert kube.leases()[0]["spec"]["holderIdentity"] == "b"  # the write happened
+    assert client.get(LEASES, params={"watch": "true"}).status_code == 503
+    assert kube.calls("leases")["update"] == 1

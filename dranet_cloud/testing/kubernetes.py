@@ -837,7 +837,10 @@ class KubernetesEmulator:
         for verb, status, times in faults.failures:
             self.fail(status, times=times, verb=verb)
         for verb, times in faults.lost_replies:
-            self.lose_replies(times, verb=verb)
+            # creates and deletes: IPAddresses (as before Leases); updates: Leases
+            self.lose_replies(
+                times, verb=verb, resource=LEASES if verb == "update" else IPADDRESSES
+            )
         if faults.cut_watches:
             self.cut_watches_every(faults.cut_watches)
 
