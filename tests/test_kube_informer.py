@@ -95,6 +95,9 @@ def test_list_objects_follows_pages_and_returns_the_version(
     assert rv.isdigit()
     only_a, _ = kube_client.list_objects(IPADDRESSES.path(), label_selector="team=a", page_size=2)
     assert {i["metadata"]["labels"]["team"] for i in only_a} == {"a"} and len(only_a) == 3
+    kube.fail(410, continue_only=True, times=1)  # the snapshot behind a continue is gone
+    again, _ = kube_client.list_objects(IPADDRESSES.path(), page_size=2, resource_version="0")
+    assert len(again) == 7  # started over, complete
 
 
 def test_a_line_over_the_cap_is_refused_and_lines_are_split_across_chunks() -> None:
@@ -185,6 +188,22 @@ def test_410_relists_and_reports_what_changed_meanwhile(
     assert informer.stats.lists == 2
     kube.add_ip_address("10.0.0.4")  # and the watch goes on from the new list
     eventually(lambda: seen.seen("ADDED", "10.0.0.4"), "events after the relist")
+
+
+def test_an_http_410_on_a_watch_relists(
+    kube: KubernetesEmulator, kube_client: KubeClient, informers: list[Informer]
+) -> None:
+    seen = Recorder()
+    informer = start(
+        informers, kube_client, IPADDRESSES, on_event=seen, backoff=(0.05, 0.2), watch_timeout=30
+    )
+    eventually(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
+    kube.fail(410, verb="watch", resource="ipaddresses", times=1)
+    kube.cut_watches()
+    eventually(lambda: informer.stats.relists == 1, "a relist after the 410 answer")
+    kube.add_ip_address("10.0.0.5")
+    eventually(lambda: seen.seen("ADDED", "10.0.0.5"), "events after the relist")
+    assert informer.stats.lists == 2
 
 
 def test_bookmarks_move_the_version(informers: list[Informer]) -> None:
