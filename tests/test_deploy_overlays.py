@@ -406,8 +406,9 @@ def assert_gen1_claim_served(sock: Path, kube: KubernetesEmulator) -> None:
     """DRANET v1.4.0 names a claim by UID only: cluster scope finds the claim on the API.
 
     What deploy/overlays/bare-metal and the docs say: the parentRef's
-    namespace/name come from a list of ResourceClaims; a UID the API does
-    not show is a 500 the kubelet retries, never an address.
+    namespace/name come from the claims of this node's pods (a watch of its
+    own pods, one GET per claim name); a UID no pod of the node names is a
+    500 the kubelet retries, never an address.
     """
     gen1 = {  # the shape of v1.4.0's ProfileRequest: device, claim_uid, config
         "device": {"name": "eth1", "mac_address": "0c:42:a1:00:00:11"},
@@ -416,9 +417,10 @@ def assert_gen1_claim_served(sock: Path, kube: KubernetesEmulator) -> None:
     }
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as http:
         r = http.post("http://localhost/GetProfileConfig", json=gen1)
-        assert r.status_code == 500 and "ResourceClaims" in r.text, r.text
+        assert r.status_code == 500 and "no live pod of node node-1" in r.text, r.text
         assert kube.ip_addresses() == []
         kube.add_claim("team-a", "rdma-net", uid=gen1["claim_uid"], node="node-1")
+        kube.add_pod("team-a", "trainer-0", node="node-1", claims=(("net", "rdma-net"),))
         r = http.post("http://localhost/GetProfileConfig", json=gen1)
         assert r.status_code == 200, r.text
         (address,) = r.json()["interface"]["addresses"]
