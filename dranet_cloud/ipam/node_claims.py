@@ -594,9 +594,13 @@ class NodeClaims:
                 gone.add(claim.uid)
             if found is not None:
                 self._learn(found.namespace, found.name, found.uid)
-            else:
-                with self._lock:
-                    self._by_key.pop(f"{ns}/{name}", None)
+                continue
+            key = f"{ns}/{name}"
+            with self._lock:
+                self._by_key.pop(key, None)
+                used = key in self._users
+            if used:  # a live pod still names it: the resolver asks again later
+                self._later(key)
         self.stats.judged_from_view += from_view
         asked = len(chunk) - from_view
         return Evidence(
