@@ -88,6 +88,7 @@ def test_an_unreachable_api_is_an_error_and_a_warning_until_it_answers(
         assert "answers again after" in serve.stderr()
         assert f"cluster {kube.cluster_uid}, the IPAM store's" in serve.stderr()
         assert metric(serve, "dranet_cloud_kubernetes_api_ok") == "1.0"
+        assert metric(serve, "dranet_cloud_kubernetes_api_failed_checks_total") != "0.0"
         client = serve.client()
         (got,) = [address(client, claim_doc(kube, 1, "node-a"))]
         client.close()
@@ -162,3 +163,37 @@ def test_a_cluster_scope_journal_of_cluster_a_refuses_to_start_against_cluster_b
         assert moved.terminate() == 0
         with SqliteStore(first.db) as store:
             assert store.get_meta(CLUSTER_UID_KEY) == b.cluster_uid
+
+
+def test_a_cluster_found_to_be_another_later_reserves_nothing(tmp_path: Path) -> None:
+    """The API came back as another cluster than the journal's (it was down at start):
+    the claim's own check finds it, and nothing is reserved there."""
+    import pytest
+
+    from dranet_cloud.claims import ClaimReference
+    from dranet_cloud.errors import ProviderUnavailable
+    from dranet_cloud.ipam import Owner
+    from dranet_cloud.ipam.cluster import open_cluster_ipam
+    from dranet_cloud.iprange import ip_range_from_cidr
+    from dranet_cloud.kube import KubeClient
+    from dranet_cloud.server.api_health import ApiCheck, ApiHealth
+
+    with KubernetesEmulator() as b, KubeClient(str(b.write_kubeconfig())) as client:
+        store = open_cluster_ipam(str(tmp_path / "ipam.db"), node="n", api=client, create=True)
+        store.set_meta(CLUSTER_UID_KEY, "cluster-a")
+        health = ApiHealth.for_server(
+            store, ApiCheck(cluster_scope=True, gc_kubernetes=False), None
+        )
+        uid = b.add_claim("team", "c")["metadata"]["uid"]
+        with pytest.raises(ProviderUnavailable) as info:
+            store.allocate(
+                Owner("local-ipam", "eth1", uid),
+                [ip_range_from_cidr("10.62.0.0/24")],
+                claim=ClaimReference(uid, "team", "c"),
+            )
+        message = str(info.value)
+        assert f"is cluster {b.cluster_uid}" in message and "cluster cluster-a" in message
+        assert "nothing was reserved" in message
+        assert not b.ip_addresses() and store.list() == []
+        assert health.mismatch and health.warnings() and not health.ok
+        store.close()

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..ipam.cluster_identity import check_cluster
@@ -182,7 +182,7 @@ class ApiHealth:
             return
         if not self.mismatch:
             wait = self.start_deadline if deadline is None else max(deadline, 0.1)
-            with contextlib.suppress(KubeError):  # kept as self.problem
+            with contextlib.suppress(KubeError, ClusterMismatch):  # kept as self.problem
                 self._check(wait, at_start=False)
             if self.ok:
                 return
@@ -198,6 +198,8 @@ class ApiHealth:
                 return
             try:
                 self._check(self.client_timeout(), at_start=False)
+            except ClusterMismatch:
+                return  # logged; nothing a re-check can change
             except KubeError:
                 delay = min(delay * 2, high)
 
@@ -290,7 +292,7 @@ class _ApiGauge(Collector):
             "answered and is the IPAM store's cluster; 0 while /health warns about it",
         )
         ok.add_metric([], 1 if self.health.ok else 0)
-        failed = GaugeMetricFamily(
+        failed = CounterMetricFamily(
             "dranet_cloud_kubernetes_api_failed_checks",
             "checks of the Kubernetes API that failed since start",
         )
