@@ -215,7 +215,7 @@ class ApiHealth:
                     self.store,
                     self.client,
                     what=self.check.what,
-                    adopt=self.check.adopt and at_start,
+                    adopt=self.check.adopt,  # the first check that answers (once)
                     deadline=deadline,
                 )
             except ClusterMismatch as exc:
