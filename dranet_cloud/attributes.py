@@ -17,6 +17,10 @@ from .models import AttributeMap, DeviceAttribute
 log = logging.getLogger(__name__)
 
 MAX_ATTRIBUTES = 32
+# Kubernetes 1.36 also caps a device at 48 attribute *values*: a scalar is
+# one, a list attribute (``ints``/``bools``/``strings``/``versions``) counts
+# each of its values.
+MAX_ATTRIBUTE_VALUES = 48
 MAX_NAME = 32
 MAX_DOMAIN = 63
 MAX_STRING_BYTES = 64
@@ -54,8 +58,23 @@ def attribute_name_problem(qualified: str) -> str | None:
     return None
 
 
+def value_count(attr: DeviceAttribute) -> int:
+    """How many values the API server counts for ``attr`` against the 48 per device.
+
+    A scalar is one; a list attribute is each of its values.
+    """
+    for values in (attr.ints, attr.bools, attr.strings, attr.versions):
+        if values is not None:
+            return len(values)
+    return 1
+
+
 def attribute_value_problem(attr: DeviceAttribute) -> str | None:
     """Why the value breaks the API-server limits, or ``None`` when valid."""
+    if any(v == [] for v in (attr.ints, attr.bools, attr.strings, attr.versions)):
+        # Go drops an empty list when it writes the slice (omitempty): the
+        # attribute then holds no value, and the API server rejects it.
+        return "the list is empty; an attribute holds exactly one value or a non-empty list"
     strings: list[str] = []
     if attr.string is not None:
         strings.append(attr.string)

@@ -3,11 +3,15 @@ ResourceSlice being rejected.
 
 The API server accepts at most 32 attributes plus capacities per device,
 DRANET's own included, and rejects the node's *whole* ResourceSlice when one
-device has more: the node then publishes nothing.  DRANET publishes 18-24 of
-its own on a NIC, so the providers share what is left.  This module counts,
-from the node's sysfs, what DRANET publishes for one NIC (read from DRANET's
-inventory code: ``pkg/inventory/db.go``, ``sysfs.go``) and caps the providers
-at ``32 - that count``.
+device has more: the node then publishes nothing.  Kubernetes 1.36 adds a
+second cap beside it: at most 48 attribute *values* per device, where a
+scalar attribute is one value and a list attribute (``ints``, ``bools``,
+``strings``, ``versions``) counts each of its values.  DRANET publishes 18-24
+of its own on a NIC, so the providers share what is left.  This module
+counts, from the node's sysfs, what DRANET publishes for one NIC (read from
+DRANET's inventory code: ``pkg/inventory/db.go``, ``sysfs.go``) and caps the
+providers at ``32 - that count`` attributes and ``48 - that count`` values
+(DRANET's own are scalars: one value each).
 
 The count is an upper bound on purpose.  Provider attributes are cached per
 device, while some of DRANET's depend on state that changes at run time
@@ -39,8 +43,11 @@ Ranking: the host keeps each plugin's most useful attributes first.  A plugin
 ranks them with the ``attribute_ranking`` hook, or by the order of the mapping
 ``device_attributes`` returns (see :mod:`dranet_cloud.hookspecs`).  The cloud
 plugin's attributes fill the budget first, then each enricher's in turn.
-What does not fit is dropped and logged once per device, attribute and
-plugin, naming the budget.
+Attributes are taken in rank order while both caps have room; one that does
+not fit (no attribute left, or more values than are left) is dropped, and a
+lower-ranked one that still fits is kept, so a higher-ranked attribute never
+loses its place to a lower-ranked one.  Every drop is logged once per device,
+attribute and plugin, naming the cap it broke.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from dataclasses import dataclass, field
 
 from cachetools import LRUCache
 
-from .attributes import MAX_ATTRIBUTES
+from .attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
 from .hostroot import HostRoot
 from .models import AttributeMap, DeviceIdentifiers
 
@@ -177,16 +184,28 @@ def dranet_attributes(root: HostRoot, nic: LocatedNic) -> list[str]:
 
 @dataclass(frozen=True)
 class DeviceBudget:
-    """DRANET's count for one device and what is left for the providers."""
+    """DRANET's count for one device and what is left for the providers.
+
+    ``dranet``/``providers`` count attributes (of 32, capacities included);
+    ``dranet_values``/``provider_values`` count values (of 48).
+    """
 
     dranet: int
     providers: int
     source: str  # "sysfs" or why the maximum was charged
     dranet_attributes: tuple[str, ...] = ()
     key: str = ""  # the device's stable identity: drops are recorded and logged under it
+    dranet_values: int = 0
+    provider_values: int = MAX_ATTRIBUTE_VALUES
 
     def to_json(self) -> dict[str, object]:
-        return {"dranet": self.dranet, "providers": self.providers, "source": self.source}
+        return {
+            "dranet": self.dranet,
+            "providers": self.providers,
+            "dranet_values": self.dranet_values,
+            "provider_values": self.provider_values,
+            "source": self.source,
+        }
 
 
 @dataclass
@@ -195,6 +214,7 @@ class AttributeBudget:
 
     floor: int = 0
     limit: int = MAX_ATTRIBUTES
+    value_limit: int = MAX_ATTRIBUTE_VALUES
     _logged: LRUCache[tuple[str, str, str], None] = field(
         default_factory=lambda: LRUCache(maxsize=_DROP_LOG_SIZE), repr=False
     )
@@ -223,12 +243,25 @@ class AttributeBudget:
         key = nic.identity if nic is not None and nic.identity else described_nic(device).identity
         if nic is None:
             count, source = DRANET_MAX, "not found on the node: DRANET's maximum"
+            values = DRANET_MAX - DRANET_CAPACITIES
         else:
             names = tuple(dranet_attributes(root, nic))
             count, source = len(names) + DRANET_CAPACITIES, "sysfs"
+            values = len(names)  # DRANET's attributes are scalars: one value each
         if self.floor > count:
             count, source = self.floor, f"{source}; raised to {FLOOR_FLAG} {self.floor}"
-        return DeviceBudget(count, max(0, self.limit - count), source, names, key)
+        # The floor counts attributes DRANET may publish beyond the ones read
+        # here; each is at least one value.
+        values = max(values, self.floor)
+        return DeviceBudget(
+            count,
+            max(0, self.limit - count),
+            source,
+            names,
+            key,
+            dranet_values=values,
+            provider_values=max(0, self.value_limit - values),
+        )
 
     def fit(
         self,
@@ -238,11 +271,29 @@ class AttributeBudget:
         ranking: Sequence[str] | None,
         room: int,
         budget: DeviceBudget,
+        value_room: int | None = None,
     ) -> AttributeMap:
-        """The ``room`` best-ranked of ``attributes``; log what is dropped (once)."""
+        """The best-ranked of ``attributes`` within ``room`` attributes and
+        ``value_room`` values (``None``: the device's whole value budget); log
+        what is dropped (once).
+
+        Taken in rank order: an attribute that does not fit is dropped and the
+        next one is tried, so a lower-ranked scalar may still fill the last
+        value a higher-ranked list did not fit in.
+        """
         ordered = rank(attributes, ranking)
-        kept = dict(list(ordered.items())[: max(0, room)])
-        dropped = [k for k in ordered if k not in kept]
+        values_left = budget.provider_values if value_room is None else value_room
+        kept: AttributeMap = {}
+        dropped: list[tuple[str, str]] = []
+        for name, attr in ordered.items():
+            count = value_count(attr)
+            if len(kept) >= room:
+                dropped.append((name, "attributes"))
+            elif count > values_left:
+                dropped.append((name, f"values ({count})"))
+            else:
+                kept[name] = attr
+                values_left -= count
         if dropped:
             self._note_drops(plugin, device, dropped, budget)
         return kept
@@ -257,29 +308,52 @@ class AttributeBudget:
             self._dropped.pop(budget.key, None)
 
     def _note_drops(
-        self, plugin: str, device: DeviceIdentifiers, dropped: Iterable[str], budget: DeviceBudget
+        self,
+        plugin: str,
+        device: DeviceIdentifiers,
+        dropped: Iterable[tuple[str, str]],
+        budget: DeviceBudget,
     ) -> None:
+        """Record ``(name, cap)`` drops for ``describe``; log each one once."""
         key = budget.key
-        fresh: list[str] = []
+        dropped = list(dropped)
+        fresh: list[tuple[str, str]] = []
         with self._lock:
-            self._dropped[key] = self._dropped.get(key, ()) + tuple(dropped)
-            for name in dropped:
+            self._dropped[key] = self._dropped.get(key, ()) + tuple(n for n, _ in dropped)
+            for name, cap in dropped:
                 if (key, plugin, name) not in self._logged:
                     self._logged[(key, plugin, name)] = None
-                    fresh.append(name)
-        for name in fresh:
-            log.warning(
-                "plugin %s, device %s: dropping attribute %r: over the attribute budget "
-                "(%d of %d per device are DRANET's own, %s; %d left for providers). "
-                "Rank it higher with the attribute_ranking hook, or publish fewer attributes.",
-                plugin,
-                device.label(),
-                name,
-                budget.dranet,
-                self.limit,
-                budget.source,
-                budget.providers,
-            )
+                    fresh.append((name, cap))
+        for name, cap in fresh:
+            if cap == "attributes":
+                log.warning(
+                    "plugin %s, device %s: dropping attribute %r: over the attribute budget "
+                    "(%d of %d per device are DRANET's own, %s; %d left for providers). "
+                    "Rank it higher with the attribute_ranking hook, or publish fewer "
+                    "attributes.",
+                    plugin,
+                    device.label(),
+                    name,
+                    budget.dranet,
+                    self.limit,
+                    budget.source,
+                    budget.providers,
+                )
+            else:
+                log.warning(
+                    "plugin %s, device %s: dropping attribute %r: its %s do not fit the "
+                    "attribute-value budget (a device carries at most %d values, a list "
+                    "counting each; %d are DRANET's own, %s; %d left for providers). "
+                    "Rank it higher with the attribute_ranking hook, or publish shorter lists.",
+                    plugin,
+                    device.label(),
+                    name,
+                    cap,
+                    self.value_limit,
+                    budget.dranet_values,
+                    budget.source,
+                    budget.provider_values,
+                )
 
 
 def rank(attributes: AttributeMap, ranking: Sequence[str] | None) -> AttributeMap:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
-from .attributes import validate_attributes
+from .attributes import validate_attributes, value_count
 from .budget import AttributeBudget, DeviceBudget
 from .claims import ClaimReference
 from .context import InstanceSnapshot, ProviderContext, ProviderOptions
@@ -410,7 +410,10 @@ class ProviderHost:
             new = {k: v for k, v in attrs.items() if k not in merged}
             valid = validate_attributes(new, plugin=name, device=device.label())
             room = budget.providers - len(merged)
-            merged.update(self.budget.fit(name, device, valid, self._ranking(name), room, budget))
+            value_room = budget.provider_values - sum(value_count(a) for a in merged.values())
+            merged.update(
+                self.budget.fit(name, device, valid, self._ranking(name), room, budget, value_room)
+            )
         with self._lock:
             if self._is_known(inst, device):
                 self._attr_cache[key] = merged

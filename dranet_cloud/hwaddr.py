@@ -206,10 +206,34 @@ def entry_mac(
     return str(address)
 
 
-def no_usable_nic(document: str, entries: int) -> ValueError:
-    """The error for a metadata document that names no NIC with a usable MAC."""
-    return ValueError(
-        f"{document} names no NIC with a usable MAC ({entries} "
-        f"entr{'y' if entries == 1 else 'ies'}, each skipped with a warning); the metadata "
-        "server is misbehaving or is not the cloud's"
+_no_usable = WarnOnce(log)
+
+
+def warn_no_usable_nic(plugin: str, document: str, entries: int) -> None:
+    """Say once that ``document`` names no NIC with a usable MAC; it is no error.
+
+    A cloud's instance document stays valid when its NIC list is empty or
+    every entry was skipped (a redacted sample, an operator's paste, a proxy
+    that mangles one field): the cloud is still the cloud, and its
+    instance-level facts (machine type, zone, topology) still go on every
+    device.  Only the per-NIC facts are missing, and the host reloads the
+    metadata when a NIC's MAC is unknown to it (rate-limited).  The skipped
+    entries were each warned about by :func:`entry_mac`; this line says what
+    the whole document means for the node, once per plugin and document,
+    without repeating the entries.
+    """
+    listed = (
+        "lists no NIC"
+        if entries == 0
+        else f"names no NIC with a usable MAC ({entries} entr{'y' if entries == 1 else 'ies'}, "
+        "each skipped with a warning)"
+    )
+    _no_usable.warn(
+        (plugin, document),
+        "%s: %s %s; the instance's own attributes are still published, no NIC gets per-NIC "
+        "facts until the metadata lists it (the NIC's unknown MAC makes the host reload the "
+        "metadata, rate-limited)",
+        plugin,
+        document,
+        listed,
     )

@@ -1,5 +1,6 @@
-"""The attribute budget: DRANET's own count from sysfs, ranking, the host's cap,
-drops logged once, ``describe`` showing it."""
+"""The attribute budget: DRANET's own count from sysfs, ranking, the host's two
+caps (32 attributes, 48 attribute values with a list counting each), drops
+logged once, ``describe`` showing it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.attributes import MAX_ATTRIBUTES
+from dranet_cloud.attributes import (
+    MAX_ATTRIBUTE_VALUES,
+    MAX_ATTRIBUTES,
+    attribute_value_problem,
+    value_count,
+)
 from dranet_cloud.budget import (
     DRANET_MAX,
     AttributeBudget,
+    DeviceBudget,
     dranet_attributes,
     locate,
     rank,
@@ -188,12 +195,14 @@ def test_describe_shows_the_budget(
     data = json.loads(capsys.readouterr().out)
     by_name = {d["device"]["name"]: d["budget"] for d in data["devices"]}
     assert by_name["eth1"] == {
-        "dranet": 24, "providers": 8, "source": "sysfs", "dropped": [], "used": 0,
+        "dranet": 24, "providers": 8, "dranet_values": 24, "provider_values": 24,
+        "source": "sysfs", "dropped": [], "used": 0, "values_used": 0,
     }  # fmt: skip
     assert by_name["eth0"]["dranet"] == 20
     main(["describe", "--host-root", str(root.root), "--cloud-provider-hint", "none"])
     table = capsys.readouterr().out
-    assert "BUDGET" in table and "0/8+24" in table
+    assert "BUDGET" in table and "0/8+24" in table and "VALUES" in table
+    assert "0/24+24" in table
 
 
 def test_conformance_check_fails_a_host_without_the_budget(tmp_path: Path) -> None:
@@ -205,7 +214,123 @@ def test_conformance_check_fails_a_host_without_the_budget(tmp_path: Path) -> No
     suite = PluginConformance()
     suite.plugin_name = "chatty"
     suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)  # holds
-    host.budget = AttributeBudget(limit=64)  # what the host did before the budget
+    host.budget = AttributeBudget(limit=64, value_limit=1000)  # before the budget
     host._attr_cache.clear()
     with pytest.raises(AssertionError, match=r"eth0/.* = 51 > 32"):
+        suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)
+
+
+def strings(n: int) -> DeviceAttribute:
+    return DeviceAttribute(strings=[f"v{i}" for i in range(n)])
+
+
+def test_a_list_counts_each_value_and_an_empty_list_is_refused() -> None:
+    assert value_count(DeviceAttribute.of("x")) == 1 and value_count(DeviceAttribute.of(3)) == 1
+    assert value_count(strings(5)) == 5
+    assert value_count(DeviceAttribute(ints=[1, 2])) == 2
+    assert value_count(DeviceAttribute(bools=[True])) == 1
+    assert value_count(DeviceAttribute(versions=["1.0.0", "2.0.0", "3.0.0"])) == 3
+    assert "empty" in (attribute_value_problem(DeviceAttribute(ints=[])) or "")
+    assert MAX_ATTRIBUTE_VALUES == 48
+
+
+def test_fit_keeps_both_caps_dropping_the_lowest_ranked_that_do_not_fit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # DRANET's own 24 (scalars): 8 attributes and 24 values left for providers.
+    budget = DeviceBudget(24, 8, "sysfs", key="mac:0c:42:a1:00:00:01", dranet_values=24,
+                          provider_values=24)  # fmt: skip
+    device = DeviceIdentifiers(name="eth1", mac_address=MLX[1])
+    offered = {
+        "x.io/big": strings(20),
+        "x.io/mid": DeviceAttribute(ints=list(range(10))),
+        **{f"x.io/s{i}": DeviceAttribute.of(i) for i in range(10)},
+    }
+    fitter = AttributeBudget()
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+        # Values bind: big takes 20 of 24; mid (10) does not fit, four scalars do.
+        kept = fitter.fit("x", device, offered, None, budget.providers, budget)
+        assert list(kept) == ["x.io/big", "x.io/s0", "x.io/s1", "x.io/s2", "x.io/s3"]
+        assert sum(value_count(a) for a in kept.values()) + budget.dranet_values == 48
+        fitter.fit("x", device, offered, None, budget.providers, budget)  # a republication
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 + 6, "mid and s4-s9, each logged once"
+    mid = next(m for m in messages if "'x.io/mid'" in m)
+    assert "its values (10) do not fit the attribute-value budget" in mid
+    assert "at most 48 values" in mid and "24 are DRANET's own" in mid
+    assert "24 left for providers" in mid
+    assert fitter.dropped(budget)[-1] == "x.io/s9"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+        # Ranked first, mid fits; big no longer does; then the 8-attribute cap binds.
+        ranked = AttributeBudget().fit("x", device, offered, ["x.io/mid"], 8, budget)
+    assert list(ranked) == ["x.io/mid", *(f"x.io/s{i}" for i in range(7))]
+    assert sum(value_count(a) for a in ranked.values()) == 17
+    messages = [r.getMessage() for r in caplog.records]
+    assert ["x.io/big" in m for m in messages if "attribute-value budget" in m] == [True]
+    assert len([m for m in messages if "over the attribute budget" in m]) == 3  # s7-s9
+
+
+class Lister:
+    """An enricher with two long lists and ten scalars, the lists ranked first."""
+
+    @hookimpl
+    def device_attributes(
+        self, context: object, instance: object, device: DeviceIdentifiers
+    ) -> AttributeMap:
+        return {
+            "lists.example.com/big": strings(20),
+            "lists.example.com/mid": DeviceAttribute(ints=list(range(10))),
+            **{f"lists.example.com/s{i}": DeviceAttribute.of(i) for i in range(10)},
+        }
+
+
+def lister_host(tmp_path: Path) -> ProviderHost:
+    reg = PluginRegistry(load_entry_points=False)
+    reg.register(Lister(), "lister")
+    reg.register(Second(), "second")
+    host = ProviderHost(
+        cloud_provider_hint="none", host_root=str(node(tmp_path).root), registry=reg, env={}
+    )
+    host.start()
+    return host
+
+
+def test_the_host_keeps_every_device_within_both_caps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = lister_host(tmp_path)
+    mlx = DeviceIdentifiers(name="eth1", mac_address=MLX[1])
+    got = host.device_attributes(mlx)
+    report = host.attribute_budget(mlx)
+    assert (report["dranet_values"], report["provider_values"]) == (24, 24)
+    values = sum(value_count(a) for a in got.values())
+    assert values + report["dranet_values"] == MAX_ATTRIBUTE_VALUES
+    assert len(got) + report["dranet"] <= MAX_ATTRIBUTES
+    # The second enricher gets nothing: the first left no value.
+    assert "lists.example.com/mid" in report["dropped"]
+    assert "second.example.com/only" in report["dropped"]
+    # The gVNIC (20 of DRANET's own): 12 attributes and 28 values; the values bind first.
+    eth0 = DeviceIdentifiers(name="eth0", mac_address=GVNIC[1])
+    small = host.device_attributes(eth0)
+    assert sum(value_count(a) for a in small.values()) == 28 and len(small) == 9
+    host.close()
+    root = str(node(tmp_path).root)
+    args = ["describe", "--host-root", root, "--cloud-provider-hint", "none", "-o", "json"]
+    assert main([*args, "--device", "eth1"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["devices"]
+    assert entry["budget"]["values_used"] == 0 and entry["budget"]["provider_values"] == 24
+
+
+def test_conformance_check_fails_a_host_without_the_value_cap(tmp_path: Path) -> None:
+    """With only the 32-attribute cap, the lists push the gVNIC past 48 values."""
+    from dranet_cloud.testing.conformance import PluginConformance
+
+    host = lister_host(tmp_path)
+    suite = PluginConformance()
+    suite.plugin_name = "lister"
+    suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)  # holds
+    host.budget = AttributeBudget(value_limit=1000)  # the 32-attribute cap alone
+    host._attr_cache.clear()
+    with pytest.raises(AssertionError, match=r"DRANET attribute values = \d+ > 48"):
         suite.test_no_device_exceeds_the_limit_with_dranets_own(host.registry, host)

@@ -105,7 +105,17 @@ def test_describe_without_provider_lists_nics(
             "attributes": {},
             "config": None,
             # A netdev without a PCI link: DRANET's 14 link attributes and rdma.
-            "budget": {"dranet": 15, "providers": 17, "source": "sysfs", "dropped": [], "used": 0},
+            # Each is one value: 48 - 15 values are left for providers.
+            "budget": {
+                "dranet": 15,
+                "providers": 17,
+                "dranet_values": 15,
+                "provider_values": 33,
+                "source": "sysfs",
+                "dropped": [],
+                "used": 0,
+                "values_used": 0,
+            },
         }
     ]
 

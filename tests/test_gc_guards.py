@@ -168,6 +168,7 @@ def test_freeing_every_allocation_of_a_store_asks_for_force(
 
 def test_a_small_store_or_one_live_claim_needs_no_force(kube: KubernetesEmulator) -> None:
     small = MemoryStore(clock=stepping_clock())
+    small.set_meta("cluster_uid", kube.cluster_uid)  # recorded: no live claim is needed
     allocate_claims(kube, small, 9, live=lambda i: False)
     big = MemoryStore(clock=stepping_clock())
     uids = allocate_claims(kube, big, 30, live=lambda i: i == 0)  # only the oldest lives

@@ -17,11 +17,11 @@ from dranet_cloud.hwaddr import (
     entry_mac,
     format_bare_hex,
     link_address,
-    no_usable_nic,
     normalize_mac,
     parse_bare_hex,
     parse_hwaddr,
     parse_published,
+    warn_no_usable_nic,
 )
 
 MAC48 = "00:00:5e:00:53:01"
@@ -156,7 +156,19 @@ def test_a_bad_entry_is_skipped_with_one_warning_naming_it_and_the_document(
     assert entry_mac("00:00:5E:00:53:01", plugin="x", entry="e", document="d") == MAC48
     assert entry_mac("000D3A1B2C3D", plugin="azure", entry="e", document="d", bare_hex=True)
     assert entry_mac("000D3A1B2C3D", plugin="aws", entry="e", document="d") is None
-    assert "names no NIC with a usable MAC (2 entries" in str(no_usable_nic("the listing", 2))
+
+
+def test_a_document_without_a_usable_nic_is_warned_about_once_and_is_no_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        for _reload in range(3):
+            warn_no_usable_nic("t", "the listing", 2)
+        warn_no_usable_nic("t", "another listing", 0)
+    first, other = (r.getMessage() for r in caplog.records)
+    assert "t: the listing names no NIC with a usable MAC (2 entries" in first
+    assert "instance's own attributes are still published" in first
+    assert "another listing lists no NIC" in other
 
 
 @pytest.mark.parametrize("size", range(1, 23))

@@ -346,8 +346,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         answers 404 or another UID, or a complete list lacks the UID). An API error, timeout or
         partial list frees nothing more. Allocations younger than --grace before the evidence
         was taken are kept. The API must be the cluster the store's claims came from (kube-
-        system Namespace UID, recorded at the first run): another cluster frees nothing (exit
-        2).
+        system Namespace UID): another cluster frees nothing (exit 2). A store that records no
+        cluster yet adopts one only from proof: a claim it holds is live there (or serve's own
+        API answered, or --adopt-cluster); a run without it frees nothing (exit 2).
 
         dranet-cloud ipam gc --kubernetes --dry-run      # what would be freed
         dranet-cloud ipam gc --kubernetes --grace 5m --budget 2m
@@ -390,8 +391,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gc.add_argument(
         "--adopt-cluster",
         action="store_true",
-        help="the node moved to another cluster: record the API's cluster (kube-system "
-        "Namespace UID) as the store's instead of refusing to free anything",
+        help="the API is this node's cluster: record its cluster (kube-system Namespace UID) "
+        "as the store's even when the store recorded another one (the node moved) or none and "
+        "no claim it holds is live there (every claim really is gone)",
     )
     add_budget_flag(gc, "--budget")
     gc.add_argument("--live-claims", metavar="FILE", help=LIVE_CLAIMS_HELP)

@@ -221,6 +221,7 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
 
 def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, Any]:
     """What ``describe -o json`` prints for ``devices`` (default: every local NIC, sorted)."""
+    from ..attributes import value_count
     from ..nic import local_nics
 
     if devices is None:  # every NIC, in natural order (rdma2 before rdma10)
@@ -239,13 +240,19 @@ def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, 
                 "device": dev.to_wire(),
                 "attributes": {k: v.to_wire() for k, v in attributes.items()},
                 "config": config.to_wire() if config is not None else None,
-                "budget": {**host.attribute_budget(dev), "used": len(attributes)},
+                "budget": {
+                    **host.attribute_budget(dev),
+                    "used": len(attributes),
+                    "values_used": sum(value_count(a) for a in attributes.values()),
+                },
             }
         )
     return out
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
+
     data = _describe_data(args)
     if args.output == "json":
         emit_json(data)
@@ -269,13 +276,17 @@ def run_describe(args: argparse.Namespace) -> int:
                 len(cfg.get("neighbors", []) or []),
                 f"{budget['used']}/{budget['providers']}+{budget['dranet']}"
                 + (f" -{len(budget['dropped'])}" if budget["dropped"] else ""),
+                f"{budget['values_used']}/{budget['provider_values']}+{budget['dranet_values']}",
                 attrs,
             )
         )
-    emit_table(("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "BUDGET", "ATTRIBUTES"), rows)
+    emit_table(
+        ("DEVICE", "MAC", "MTU", "ROUTES", "NEIGHBORS", "BUDGET", "VALUES", "ATTRIBUTES"), rows
+    )
     sys.stdout.write(
-        "\nBUDGET: provider attributes used/allowed + DRANET's own (a device carries at "
-        "most 32); -N: dropped, lowest-ranked first\n"
+        f"\nBUDGET: provider attributes used/allowed + DRANET's own (a device carries at "
+        f"most {MAX_ATTRIBUTES}); -N: dropped, lowest-ranked first. VALUES: the same for "
+        f"attribute values (at most {MAX_ATTRIBUTE_VALUES}; a list counts each value)\n"
     )
     return 0
 

@@ -191,6 +191,13 @@ def register(sub: Any) -> None:
         "longer loses its address to another pod",
     )
     g.add_argument("--gc-older-than", default=None, help=argparse.SUPPRESS)
+    g.add_argument(
+        "--adopt-cluster",
+        action="store_true",
+        help="the node moved to another cluster: record the API's cluster (kube-system "
+        "Namespace UID) as the IPAM store's at start, instead of refusing to start (cluster "
+        "scope) or freeing nothing (--gc-kubernetes) because the store recorded another one",
+    )
     add_provider_flags(p, ipam=True)
     p.set_defaults(func=run)
 
@@ -325,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         access_log=args.access_log,
         metrics_listen=args.metrics_listen,
+        api_check=_api_check(args),
     )
     server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])
     if server_log.getEffectiveLevel() > logging.INFO:
@@ -347,6 +355,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         close_source()
     return code
+
+
+def _api_check(args: argparse.Namespace) -> Any:
+    """What needs the Kubernetes API at start (``None``: nothing): cluster scope, --gc-kubernetes.
+
+    Checked when the server opens its store: reachability, credentials and
+    the store's cluster (server/api_health.py).
+    """
+    cluster = args.ipam_scope == "cluster"
+    gc = bool(args.gc_kubernetes and args.gc_interval)
+    if not (cluster or gc):
+        if args.adopt_cluster:
+            raise ConfigError(
+                "--adopt-cluster records the Kubernetes API's cluster as the store's; it needs "
+                "--ipam-scope cluster or --gc-kubernetes"
+            )
+        return None
+    from ..server.api_health import ApiCheck
+
+    return ApiCheck(cluster_scope=cluster, gc_kubernetes=gc, adopt=args.adopt_cluster)
 
 
 def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:

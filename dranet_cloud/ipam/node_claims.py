@@ -60,7 +60,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -485,8 +485,9 @@ class NodeClaims:
         self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
     ) -> Iterator[Evidence]:
         until = time.monotonic() + self.run_timeout
-        self.api._confirm_cluster(store, until, record=record)
-        yield from self._judge(claims, store, until, record=record)
+        cluster, trusted = self.api._confirm_cluster(store, until)
+        for evidence in self._judge(claims, store, until, record=record):
+            yield replace(evidence, cluster=cluster, cluster_trusted=trusted)
 
     def _judge(
         self,

@@ -36,9 +36,15 @@ Three guards against evidence from the wrong place or of the wrong size:
   API that is not the node's own would free every live address.  The store
   records the identity of the cluster its claims came from (the
   ``kube-system`` Namespace UID, the ID that lasts the cluster's life in
-  Kubernetes KEP-2149, ``keps/sig-multicluster/2149-clusterid``) at the first
-  run that reached an API, and a run whose API answers another UID frees nothing
-  (:class:`ClusterMismatch`, naming both UIDs and the kubeconfig);
+  Kubernetes KEP-2149, ``keps/sig-multicluster/2149-clusterid``), and a run
+  whose API answers another UID frees nothing (:class:`ClusterMismatch`,
+  naming both UIDs and the kubeconfig).  A cluster is recorded only from
+  proof, never from first contact: by ``serve`` whose API answered
+  (:mod:`.cluster_identity`), by a run that found at least one claim the
+  store holds *live* in that cluster (a claim's UID is random: no other
+  cluster has it), or by ``--adopt-cluster``.  A run on a store with no
+  recorded cluster and no live claim frees nothing and records nothing
+  (:class:`ClusterUnproven`); nor does a refused or failed run record;
 * *everything at once*: a run whose evidence says every claim of a store of
   :data:`FORCE_THRESHOLD` or more allocations is gone stops and asks for
   ``--force`` (:class:`WouldFreeEverything`): a drained node rarely leaks
@@ -57,7 +63,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -75,6 +81,8 @@ __all__ = [
     "MAX_CLAIMS_FILE_BYTES",
     "ClaimSource",
     "ClaimsFile",
+    "ClusterMismatch",
+    "ClusterUnproven",
     "Evidence",
     "KubernetesClaims",
     "NothingProven",
@@ -120,6 +128,18 @@ class ClusterMismatch(NothingProven):
         super().__init__(message, exit_code=2)
 
 
+class ClusterUnproven(NothingProven):
+    """The store records no cluster and no claim it holds is live in the API's (exit 2).
+
+    Every claim of another cluster looks gone from this one, so such a run is
+    indistinguishable from a wrong kubeconfig: it frees nothing and records
+    nothing; ``--adopt-cluster`` is the operator's word that it is the node's.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
+
+
 class WouldFreeEverything(NothingProven):
     """Every claim of a non-trivial store looks gone: freed only with ``--force`` (exit 2)."""
 
@@ -141,13 +161,19 @@ class Evidence:
     """What a source proved: these claim UIDs are gone, as of ``as_of``.
 
     ``judged`` are the UIDs the evidence speaks about (``None``: every claim
-    asked about), so a claim judged and not gone is proven live.
+    asked about), so a claim judged and not gone is proven live.  ``cluster``
+    is the identity of the cluster the evidence comes from (``None``: a file,
+    which names none); ``cluster_trusted`` is False when the store has not
+    recorded it (and ``--adopt-cluster`` was not given): then only a live
+    claim proves it, and :func:`reclaim` frees nothing until one is seen.
     """
 
     gone: frozenset[str]
     as_of: datetime
     how: str
     judged: frozenset[str] | None = None
+    cluster: str | None = None
+    cluster_trusted: bool = True
 
 
 class ClaimSource(Protocol):
@@ -163,8 +189,10 @@ class ClaimSource(Protocol):
         self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
     ) -> Iterator[Evidence]:
         """Evidence for ``claims``, one batch at a time, after checking the source
-        speaks for the store's cluster (recording its identity when ``record``
-        and the store has none); raises :class:`NothingProven` on any doubt."""
+        speaks for the store's cluster (each batch names it: :attr:`Evidence.cluster`);
+        raises :class:`NothingProven` on any doubt.  A source records nothing:
+        :func:`reclaim` records the cluster once a live claim proves it (and
+        ``record``, False for a dry run, allows it)."""
         ...
 
 
@@ -175,12 +203,24 @@ def recorded_cluster(store: IpamStore) -> str | None:
 
 
 def record_cluster(store: IpamStore, uid: str) -> bool:
-    """Record ``uid`` as the store's cluster; False when the store cannot keep it."""
+    """Record ``uid`` as the store's cluster; False when the store cannot keep it.
+
+    Call it only with proof that ``uid`` is the cluster of the store's claims:
+    ``serve``'s own API answered, a claim the store holds is live there, or
+    the operator said so (``--adopt-cluster``).
+    """
     write = getattr(store, "set_meta", None)
     if not callable(write):
         return False
     write(CLUSTER_UID_KEY, uid)
     return True
+
+
+def api_where(client: Any) -> str:
+    """Where a client's API is: the kubeconfig (or service account), server and context."""
+    context = getattr(client, "context_name", None)
+    source = str(getattr(client, "source", client))
+    return f"{source}, context {context}" if context else source
 
 
 def _utc(ts: float) -> datetime:
@@ -228,7 +268,7 @@ class KubernetesClaims:
         self.adopt = adopt
 
     def describe(self) -> str:
-        return f"the Kubernetes API ({self.client.source})"
+        return f"the Kubernetes API ({api_where(self.client)})"
 
     def prove_gone(self, claims: Sequence[ClaimReference]) -> Evidence:
         until = time.monotonic() + self.run_timeout
@@ -245,11 +285,17 @@ class KubernetesClaims:
         self, claims: Sequence[ClaimReference], store: IpamStore, *, record: bool
     ) -> Iterator[Evidence]:
         until = time.monotonic() + self.run_timeout
-        self._confirm_cluster(store, until, record=record)
-        yield from self._batches(claims, until)
+        uid, trusted = self._confirm_cluster(store, until)
+        for evidence in self._batches(claims, until):
+            yield replace(evidence, cluster=uid, cluster_trusted=trusted)
 
-    def _confirm_cluster(self, store: IpamStore, until: float, *, record: bool) -> None:
-        """The API must be the cluster the store's claims came from; record it on first contact."""
+    def _confirm_cluster(self, store: IpamStore, until: float) -> tuple[str, bool]:
+        """The API's cluster and whether the store vouches for it (or ``adopt`` does).
+
+        Another cluster than the recorded one frees nothing (:class:`ClusterMismatch`);
+        none recorded is not trusted: :func:`reclaim` then needs a live claim.
+        Nothing is recorded here.  The UID read within ``cluster_ttl`` is reused.
+        """
         cached = self._cluster
         if cached is not None and time.monotonic() - cached[1] < self.cluster_ttl:
             uid = cached[0]
@@ -258,29 +304,18 @@ class KubernetesClaims:
             uid = self._call(until, self.client.cluster_uid)
             self._cluster = (uid, read_at)
         known = recorded_cluster(store)
-        if known == uid:
-            return
-        if known is not None and not self.adopt:
-            context = getattr(self.client, "context_name", None)
-            where = f"{self.client.source}, context {context}" if context else self.client.source
+        if known == uid or self.adopt:
+            return uid, True
+        if known is not None:
             raise ClusterMismatch(
-                f"the Kubernetes API ({where}) is cluster {uid} (kube-system "
+                f"the Kubernetes API ({api_where(self.client)}) is cluster {uid} (kube-system "
                 f"Namespace UID), but this store's claims came from cluster {known}; nothing "
                 "was freed: every claim of another cluster looks gone from this one. Point "
                 "--kubeconfig (or its current context) at this node's cluster; if the node "
                 "really moved to that cluster, run `dranet-cloud ipam gc --kubernetes "
                 "--adopt-cluster` once"
             )
-        if not record:
-            return
-        if record_cluster(store, uid):
-            log.warning(
-                "ipam gc: recorded cluster %s (%s) as the cluster of this store's claims%s; "
-                "a later run against another cluster frees nothing",
-                uid,
-                self.client.source,
-                f", replacing {known} (--adopt-cluster)" if known else "",
-            )
+        return uid, False
 
     def _batches(self, claims: Sequence[ClaimReference], until: float) -> Iterator[Evidence]:
         if any(c.qualified_name is None for c in claims):
@@ -477,6 +512,7 @@ class ReclaimResult:
     changed: list[Owner] = field(default_factory=list)  # changed while judged: left for next run
     evidence: str = ""
     needs_force: bool = False  # a dry run that would free everything: a real one needs --force
+    recorded_cluster: str = ""  # the cluster this run recorded as the store's, with its proof
 
     def summary(self) -> str:
         verb = "would free" if self.dry_run else "freed"
@@ -492,6 +528,8 @@ class ReclaimResult:
             text += f"; {len(self.changed)} claim(s) changed while judged, left for the next run"
         if self.needs_force:
             text += "; every claim is gone, so a real run stops and asks for --force"
+        if self.recorded_cluster:
+            text += f"; recorded cluster {self.recorded_cluster}"
         return text
 
 
@@ -589,14 +627,18 @@ def reclaim(
     """Free the allocations whose claims ``source`` proves gone, batch by batch.
 
     Raises :class:`NothingProven` (nothing freed) when the source cannot
-    prove anything or speaks for another cluster; :class:`WouldFreeEverything`
-    when every claim of a store of :data:`FORCE_THRESHOLD` or more
-    allocations is gone and ``force`` is not set; :class:`RunCutShort` (with
-    what was freed) when the evidence failed part-way.  With no allocation,
-    the source is not asked.
+    prove anything or speaks for another cluster; :class:`ClusterUnproven`
+    when the store records no cluster and no claim it holds is live in the
+    source's; :class:`WouldFreeEverything` when every claim of a store of
+    :data:`FORCE_THRESHOLD` or more allocations is gone and ``force`` is not
+    set; :class:`RunCutShort` (with what was freed) when the evidence failed
+    part-way.  With no allocation, the source is not asked.
 
     Frees wait until a batch shows a live claim: until then the run may yet
-    turn out to be "every claim is gone", which only ``force`` frees.
+    turn out to be "every claim is gone", which only ``force`` frees (and,
+    on a store with no recorded cluster, nothing frees).  Only a real run
+    that completed records the source's cluster as the store's: a refused,
+    failed or dry run records nothing.
     """
     if grace < timedelta(0):
         raise ValueError("the grace period must not be negative")
@@ -609,11 +651,15 @@ def reclaim(
     guarded = len(allocs) >= FORCE_THRESHOLD and not force
     run = _Run(store, allocs, result, grace)
     evidence_iter = source.prove_in_batches(claims, store, record=not dry_run)
+    cluster: str | None = None
+    unproven = False  # the store records no cluster: only a live claim proves the source's
     try:
         for evidence in evidence_iter:
             result.evidence = evidence.how
+            cluster = evidence.cluster
+            unproven = cluster is not None and not evidence.cluster_trusted
             run.judge(evidence)
-            if run.live_seen or not guarded:
+            if run.live_seen or not (guarded or unproven):
                 run.free_held_back(dry_run)
     except NothingProven as exc:
         if result.freed or result.changed:
@@ -623,20 +669,78 @@ def reclaim(
                 result,
             ) from exc
         raise
+    if unproven and not run.live_seen:
+        _refuse_unproven(result, run, len(claims), str(cluster), guarded=guarded)
     if run.held_back and not run.live_seen:
         count = sum(len(judged) for _owner, judged, _cutoff in run.held_back)
         if not dry_run:
             raise WouldFreeEverything(
-                f"the evidence ({result.evidence}) says every one of the {len(claims)} claim(s) "
-                f"of this store is gone, which would free all {count} of its allocation(s) at "
-                "once: that is what a wrong cluster or context, or a broken API, looks like, "
-                "so nothing was freed; check where the evidence came from, then run "
-                f"`dranet-cloud ipam gc` again with --force to free the {count}",
-                count,
+                _everything_message(result.evidence, len(claims), count), count
             )
         result.needs_force = True
     run.free_held_back(dry_run)
+    if cluster is not None and not dry_run and recorded_cluster(store) != cluster:
+        _record(store, source, run, cluster, result)
     return result
+
+
+def _everything_message(evidence: str, claims: int, count: int) -> str:
+    return (
+        f"the evidence ({evidence}) says every one of the {claims} claim(s) "
+        f"of this store is gone, which would free all {count} of its allocation(s) at "
+        "once: that is what a wrong cluster or context, or a broken API, looks like, "
+        "so nothing was freed; check where the evidence came from, then run "
+        f"`dranet-cloud ipam gc` again with --force to free the {count}"
+    )
+
+
+def _refuse_unproven(
+    result: ReclaimResult, run: _Run, claims: int, cluster: str, *, guarded: bool
+) -> None:
+    """No live claim on a store with no recorded cluster: free nothing, record nothing, say why."""
+    count = sum(len(judged) for _owner, judged, _cutoff in run.held_back)
+    unproven = (
+        f"this store records no cluster yet, and none of its {claims} claim(s) is live in "
+        f"cluster {cluster} (kube-system Namespace UID) of {result.source}: every one looks "
+        "gone, which is also what the API of another cluster than the node's looks like"
+    )
+    fix = (
+        "point --kubeconfig (or its current context) at this node's cluster; if cluster "
+        f"{cluster} is this node's and its claims really are all gone, run `dranet-cloud ipam "
+        "gc --kubernetes --adopt-cluster` once to record it"
+    )
+    if guarded and count and not result.dry_run:
+        # The --force guard speaks first (it is what an operator may try next), and
+        # says that --force alone will not do.
+        raise WouldFreeEverything(
+            f"{_everything_message(result.evidence, claims, count)}; and {unproven}, so --force "
+            f"alone frees nothing either: {fix}",
+            count,
+        )
+    raise ClusterUnproven(f"{unproven}; so nothing was freed and no cluster was recorded: {fix}")
+
+
+def _record(
+    store: IpamStore, source: ClaimSource, run: _Run, cluster: str, result: ReclaimResult
+) -> None:
+    """Record ``cluster`` (proven by a live claim, or adopted) as the store's."""
+    live = sorted(run.judged - run.gone)
+    if live:
+        proof = f"claim {describe_claim(run.by_uid[live[0]][0])} is live there"
+    else:
+        proof = "--adopt-cluster"
+    known = recorded_cluster(store)
+    if not record_cluster(store, cluster):
+        return
+    result.recorded_cluster = cluster
+    log.warning(
+        "ipam gc: recorded cluster %s (%s) as the cluster of this store's claims (%s)%s; "
+        "a later run against another cluster frees nothing",
+        cluster,
+        source.describe(),
+        proof,
+        f", replacing {known}" if known else "",
+    )
 
 
 def describe_claim(alloc: Allocation) -> str:

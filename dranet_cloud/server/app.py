@@ -323,6 +323,9 @@ class ByodpApp:
         self._profile = caps.profile_provider
         self._health_body = json.dumps(caps.to_wire(), separators=(",", ":")).encode()
         self._store_health = store_health
+        # More sources of /health warnings (the Kubernetes API's state): each is
+        # called on the event loop, so it must only read what others computed.
+        self.health_warnings: list[Callable[[], Sequence[str]]] = []
         self._caps_wire = caps.to_wire()
         self._workers = workers
         self._pool: WorkerPool | None = None
@@ -430,6 +433,8 @@ class ByodpApp:
         problem, warnings = self._store_state()
         if problem:
             return text_reply(503, f"unhealthy: {problem}")
+        if self.health_warnings:
+            warnings = [*warnings, *(w for more in self.health_warnings for w in more())]
         if warnings:  # degraded but serving: said, not a 503 that restarts the sidecar
             doc = {**self._caps_wire, "warnings": list(warnings)}
             return 200, json.dumps(doc, separators=(",", ":")).encode(), _JSON

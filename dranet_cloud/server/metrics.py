@@ -21,6 +21,9 @@ What an operator needs to see before DRANET's claims start failing:
 * ``dranet_cloud_server_connections``, ``dranet_cloud_server_buffered_bytes``
   and ``dranet_cloud_server_connections_closed_total{reason}``: the byte and
   connection bounds of :mod:`.protocol` at work;
+* ``dranet_cloud_kubernetes_api_ok`` and
+  ``dranet_cloud_kubernetes_api_failed_checks_total`` (registered by
+  :mod:`.api_health` in cluster scope and with ``--gc-kubernetes``);
 * ``dranet_cloud_build_info{version,python,implementation} 1`` and the
   ``process_*`` series (CPU, resident memory, open files, start time).
 

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -36,6 +36,9 @@ from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
 from .metrics import ServerMetrics
 from .metrics_listener import MetricsListener
 from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
+
+if TYPE_CHECKING:
+    from .api_health import ApiCheck, ApiHealth
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,8 @@ class ServeOptions:
     access_log: bool = True
     # HOST:PORT of a TCP listener answering only GET /metrics (off when None).
     metrics_listen: str | None = None
+    # The Kubernetes API checked at start and until it answers (cluster scope, --gc-kubernetes).
+    api_check: ApiCheck | None = None
 
 
 def default_max_connections() -> int:
@@ -138,8 +143,19 @@ class WebhookServer:
         if host.profile_routes or self.collector is not None:
             # Open the store now: a bad --ipam-db fails start-up, not every claim.
             _ = host.context.ipam
+        self.api_health: ApiHealth | None = None
+        if options.api_check is not None:
+            from .api_health import ApiHealth
+
+            source = options.gc.source if options.gc is not None else None
+            self.api_health = ApiHealth.for_server(host.context.ipam, options.api_check, source)
+            # A journal of another cluster refuses to start here (cluster scope).
+            self.api_health.check_at_start()
+            self.app.health_warnings.append(self.api_health.warnings)
         # Prometheus /metrics and per-request counters wrap the protocol app.
         self.metrics = ServerMetrics(host, lambda: self.collector, lambda: self.limits)
+        if self.api_health is not None:
+            self.metrics.registry.register(self.api_health.metrics())
         self.asgi = self.metrics.wrap(self.app)
         self.metrics_listener: MetricsListener | None = None
         if options.metrics_listen is not None:
@@ -216,6 +232,8 @@ class WebhookServer:
             log.info("Prometheus metrics on %s (GET /metrics only)", self.metrics_url)
         if self.collector is not None:
             self.collector.start()
+        if self.api_health is not None:
+            self.api_health.start()
         self._ready.set()
         if self.on_ready is not None:
             self.on_ready(self.url, caps)
@@ -234,6 +252,8 @@ class WebhookServer:
         if self._finished:
             return
         self._finished = True
+        if self.api_health is not None:
+            self.api_health.stop()
         if self.collector is not None:
             self.collector.stop()
         if self.bound is not None:

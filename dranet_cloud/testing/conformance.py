@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from ..attributes import MAX_ATTRIBUTES
+from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
 from ..budget import dranet_attributes, dranet_devices, locate
 from ..context import ProviderContext, ProviderOptions
 from ..errors import DranetCloudError, ProfileDenied
@@ -317,6 +317,12 @@ class PluginConformance:
                 f"device {dev.label()}: device_attributes returned {len(raw)} attributes; "
                 f"a device carries at most {MAX_ATTRIBUTES}, DRANET's own included"
             )
+            values = sum(value_count(a) for a in raw.values())
+            assert values <= MAX_ATTRIBUTE_VALUES, self._says(
+                f"device {dev.label()}: device_attributes returned {values} attribute values "
+                f"(a list counts each); a device carries at most {MAX_ATTRIBUTE_VALUES}, "
+                "DRANET's own included"
+            )
             problems = [attribute_problem(dev.label(), n, a) for n, a in raw.items()]
             bad = [p for p in problems if p is not None]
             assert not bad, self._says("; ".join(bad))
@@ -337,8 +343,9 @@ class PluginConformance:
         self, registry: PluginRegistry, started_host: ProviderHost
     ) -> None:
         """Every device DRANET would publish on the sample host, PCI-only ones
-        included, stays within 32 attributes once DRANET's own are counted: a
-        device over it gets the node's whole ResourceSlice rejected."""
+        included, stays within 32 attributes and 48 attribute values (a list
+        counting each) once DRANET's own are counted: a device over either
+        gets the node's whole ResourceSlice rejected."""
         root = started_host.context.host_root
         devices = dranet_devices(root)
         assert devices, self._says("its sample host has no devices")
@@ -356,6 +363,12 @@ class PluginConformance:
             assert total <= MAX_ATTRIBUTES, self._says(
                 f"{dev.label()}: {len(attrs)} provider + {budget['dranet']} DRANET attributes "
                 f"= {total} > {MAX_ATTRIBUTES}"
+            )
+            values = sum(value_count(a) for a in attrs.values()) + budget["dranet_values"]
+            assert values <= MAX_ATTRIBUTE_VALUES, self._says(
+                f"{dev.label()}: {values - budget['dranet_values']} provider + "
+                f"{budget['dranet_values']} DRANET attribute values = {values} > "
+                f"{MAX_ATTRIBUTE_VALUES} (a list attribute counts each of its values)"
             )
 
     def test_device_configs_validate(

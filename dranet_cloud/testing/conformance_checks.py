@@ -80,18 +80,25 @@ def config_problems(config: NetworkConfig) -> list[str]:
 def known_macs_problem(known: frozenset[str] | None, sample_macs: Iterable[str]) -> str | None:
     """Why a snapshot's ``known_macs()`` cannot serve the host on its own sample node.
 
-    ``None`` is allowed (the metadata lists no NICs, as with a webhook).  An empty
-    set makes every NIC look hot-plugged; a MAC not in Go's colon form never
-    matches what DRANET sends; and the emulator's instance must list at least
-    one NIC of the sample node it ships with.
+    ``None`` is allowed (the metadata lists no NICs, as with a webhook).  An
+    empty set is a legitimate answer for *some* document (one whose NIC list
+    has no usable entry: the plugin still starts, publishes the instance's
+    attributes and warns), but not for the plugin's own sample node and
+    emulator, which describe a working machine: there an empty set means the
+    plugin lost its NICs, and the host would take every NIC for a hot-plugged
+    one.  A MAC not in Go's colon form never matches what DRANET sends; and
+    the emulator's instance must list at least one NIC of the sample node it
+    ships with.
     """
     if known is None:
         return None
     if not known:
         return (
             "known_macs() of its snapshot is empty on its own sample node and emulator: the host "
-            "then takes every NIC for a hot-plugged one and reloads the metadata for it; return "
-            "the MACs of the NICs the metadata lists, or None when the metadata lists no NICs"
+            "then takes every NIC for a hot-plugged one and reloads the metadata for it. An "
+            "empty set is right only for a document whose NIC list has no usable entry; the "
+            "plugin's own emulator must list the sample node's NICs, and known_macs() must "
+            "return their MACs (None when the metadata lists no NICs at all, as a webhook's)"
         )
     for mac in sorted(known):
         try:

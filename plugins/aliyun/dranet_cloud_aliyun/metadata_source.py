@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.hwaddr import entry_mac, no_usable_nic
+from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
 from dranet_cloud.logsafe import safe
 from dranet_cloud.metadata import (
     Endpoint,
@@ -175,21 +175,28 @@ def load_from(client: MetadataClient, deadline: float) -> AliyunInstance:
     retrying until ``deadline`` seconds have passed."""
     until = time.monotonic() + deadline
     first = _round(client, [_path(k) for k in INSTANCE_KEYS.values()] + [MACS_PATH], until)
+    values = {
+        field: (raw.strip() or None) if (raw := first[_path(key)]) is not None else None
+        for field, key in INSTANCE_KEYS.items()
+    }
+    # The instance's own keys decide whether this is ECS; its NIC listing does not.
+    if values["instance_id"] is None:
+        raise ProviderUnavailable(
+            f"{PLUGIN}: {client.endpoint.describe()} has no instance id at "
+            f"{_path(INSTANCE_KEYS['instance_id'])} (404 or empty): not the ECS metadata "
+            f"service; point {ENDPOINT_ENV} at it or its emulator"
+        )
+    check_identity(client, values)
     listing = f"the NIC listing {client.endpoint.url}{MACS_PATH}"
     macs = parse_mac_listing(first[MACS_PATH], listing)
     if not macs:
-        raise ProviderUnavailable(f"{PLUGIN}: {no_usable_nic(listing, _lines(first[MACS_PATH]))}")
+        warn_no_usable_nic(PLUGIN, listing, _lines(first[MACS_PATH]))
     nic_paths = {mac: {key: f"{MACS_PATH}{mac}/{key}" for key in NIC_KEYS} for mac in macs}
     answers = _round(client, [p for keys in nic_paths.values() for p in keys.values()], until)
     nics: dict[str, AliyunNic] = {}
     for mac, keys in nic_paths.items():
         nic = AliyunNic.from_values(mac, {key: answers[path] for key, path in keys.items()})
         nics[nic.mac] = nic
-    values = {
-        field: (raw.strip() or None) if (raw := first[_path(key)]) is not None else None
-        for field, key in INSTANCE_KEYS.items()
-    }
-    check_identity(client, values)
     instance = AliyunInstance(endpoint=client.endpoint.url, nics=nics, **values)
     log.info(
         "%s: instance %s (%s) in %s with %d NICs from %s",

@@ -321,10 +321,7 @@ def load_instance(context: ProviderContext, deadline: float) -> AwsInstance:
         document = _document(session.get(DOCUMENT_PATH), session.endpoint.url)
         first = session.get_many([MACS_PATH, *(META + k for k in PLACEMENT_KEYS)])
         listing = f"the MAC listing {session.endpoint.url}{MACS_PATH}"
-        try:
-            macs = listed_macs(first[MACS_PATH], listing)
-        except ValueError as exc:
-            raise ProviderUnavailable(f"aws: {exc}") from exc
+        macs = listed_macs(first[MACS_PATH], listing)
         eni_paths = {
             mac: [f"{MACS_PATH}{entry}/{key}" for key in ENI_KEYS] for mac, entry in macs.items()
         }

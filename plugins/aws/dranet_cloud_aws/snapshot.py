@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, no_usable_nic, normalize_mac
+from dranet_cloud.hwaddr import entry_mac, normalize_mac, warn_no_usable_nic
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,10 @@ def listed_macs(raw: str | None, document: str) -> dict[str, str]:
 
     An entry that is not a MAC is skipped with one warning naming it and the
     listing, and is never fetched (its name would become part of a URL); the
-    other ENIs are used.  A listing with no usable MAC at all is an error.
+    other ENIs are used.  A listing with no usable MAC at all (or none, a 404)
+    is an empty mapping and one more warning, not an error: the identity
+    document already proved the instance is EC2's, and its facts (instance
+    type, zone, placement) still go on every device.
     """
     entries = parse_listing(raw)
     out: dict[str, str] = {}
@@ -77,7 +80,7 @@ def listed_macs(raw: str | None, document: str) -> dict[str, str]:
         if mac is not None:
             out.setdefault(mac, entry)
     if not out:
-        raise no_usable_nic(document, len(entries))
+        warn_no_usable_nic(PLUGIN, document, len(entries))
     return out
 
 

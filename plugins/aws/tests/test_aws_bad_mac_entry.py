@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from dranet_cloud_aws.emulator import build_emulator
 from dranet_cloud_aws.snapshot import listed_macs
 
 from dranet_cloud.context import SampleHost
-from dranet_cloud.testing.bad_mac import DescribeBadEntry
+from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "deadbeef-cafe"
 
@@ -35,10 +34,19 @@ def test_a_listing_entry_that_is_no_mac_skips_only_itself(
     assert run.fetched == []
 
 
-def test_a_listing_with_no_usable_mac_is_an_error_that_says_so() -> None:
+def test_a_listing_with_no_usable_mac_still_starts_with_the_instance_facts(
+    without_usable_nic: WithoutUsableNic, aws_tree: dict[str, Any], aws_sample: SampleHost
+) -> None:
+    interfaces = aws_tree["meta-data"]["network"]["interfaces"]
+    interfaces["macs"] = {BAD: next(iter(interfaces["macs"].values()))}
+    instance_type = aws_tree["dynamic"]["instance-identity"]["document"]["instanceType"]
+    run = without_usable_nic("aws", build_emulator, aws_tree, BAD, aws_sample.root)
+    assert set(run.attribute("aws.dra.net/instanceType").values()) == {instance_type}
+    assert set(run.attribute("aws.dra.net/interfaceId").values()) == {None}
+    assert run.described["instance"]["enis"] == {}
+    assert "MAC listing" in run.warnings[0] and "names no NIC with a usable MAC" in run.stderr
     assert listed_macs("0e:5c:1a:2b:3c:01/\nnope/\n", "the listing") == {
         "0e:5c:1a:2b:3c:01": "0e:5c:1a:2b:3c:01"
     }
     for listing in ("aws-nope/\n<html>\n", "", None):
-        with pytest.raises(ValueError, match="the listing names no NIC with a usable MAC"):
-            listed_macs(listing, "the listing")
+        assert listed_macs(listing, "the listing") == {}

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, no_usable_nic
+from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
 from dranet_cloud.shapes import require_shape
 
 from .constants import PLUGIN
@@ -151,17 +151,19 @@ _COMPUTE_SHAPES: dict[str, tuple[str, re.Pattern[str]]] = {
 
 
 def parse_instance(document: Any, *, endpoint: str | None = None) -> AzureInstance:
-    """The snapshot from the instance document; ``ValueError`` when it has no ``compute``."""
+    """The snapshot from the instance document; ``ValueError`` when it has no ``compute``.
+
+    A ``network.interface`` list that is missing, empty or without one usable
+    MAC gives a snapshot with no NICs and one warning, not an error.
+    """
     if not isinstance(document, dict) or not isinstance(document.get("compute"), dict):
         raise ValueError('expected a JSON object {"compute": {...}, "network": {...}}')
     compute: dict[str, Any] = document["compute"]
     network = document.get("network")
     entries = network.get("interface") if isinstance(network, dict) else None
-    if entries is None:
-        log.warning("%s: the instance document has no network.interface list", PLUGIN)
-        entries = []
-    elif not isinstance(entries, list):
-        log.warning("%s: network.interface is not a list; no NIC facts", PLUGIN)
+    if not isinstance(entries, list):
+        if entries is not None:
+            log.warning("%s: network.interface is not a list; no NIC facts", PLUGIN)
         entries = []
     for key, (meaning, pattern) in _COMPUTE_SHAPES.items():
         require_shape(_text(compute.get(key)) or None, f"compute.{key}", meaning, pattern)
@@ -170,7 +172,8 @@ def parse_instance(document: Any, *, endpoint: str | None = None) -> AzureInstan
         nic for i, e in enumerate(entries) if (nic := parse_nic(i, e, document_name)) is not None
     ]
     if not nics:
-        raise no_usable_nic(f"network.interface of {document_name}", len(entries))
+        # compute passed its shape checks: the VM's facts stand without its NICs'.
+        warn_no_usable_nic(PLUGIN, f"network.interface of {document_name}", len(entries))
     return AzureInstance(
         endpoint=endpoint,
         vm_id=_text(compute.get("vmId")),

@@ -9,13 +9,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
 from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.sample import ETH0
 from dranet_cloud_azure.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost
-from dranet_cloud.testing.bad_mac import DescribeBadEntry
+from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "000D3AZZ2B1D"
 
@@ -36,10 +35,19 @@ def test_one_unparsable_mac_skips_only_its_entry(
     assert "network.interface[1]" in run.warning and "IMDS instance document" in run.warning
 
 
-def test_a_document_with_no_usable_mac_is_an_error_that_says_so(
-    azure_document: dict[str, Any],
+def test_a_document_with_no_usable_mac_still_starts_with_the_vm_facts(
+    without_usable_nic: WithoutUsableNic, azure_document: dict[str, Any], azure_sample: SampleHost
 ) -> None:
-    for i, nic in enumerate(azure_document["network"]["interface"]):
+    interfaces = azure_document["network"]["interface"]
+    azure_document["network"]["interface"] = [{**interfaces[0], "macAddress": BAD}]
+    vm_size = azure_document["compute"]["vmSize"]
+    run = without_usable_nic("azure", build_emulator, azure_document, BAD, azure_sample.root)
+    assert set(run.attribute("azure.dra.net/vmSize").values()) == {vm_size}
+    assert set(run.attribute("azure.dra.net/ipv4Subnet").values()) == {None}
+    assert run.described["instance"]["interfaces"] == []
+    assert "network.interface[0]" in run.warnings[0]
+    assert "names no NIC with a usable MAC (1 entry" in run.stderr
+    for i, nic in enumerate(interfaces):
         nic["macAddress"] = f"azure-redacted-{i}"
-    with pytest.raises(ValueError, match="names no NIC with a usable MAC"):
-        parse_instance(azure_document)
+    azure_document["network"]["interface"] = interfaces
+    assert parse_instance(azure_document).interfaces == []

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, no_usable_nic
+from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
 from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.shapes import require_shape
 
@@ -212,7 +212,9 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
     """Build the snapshot from the recursive ``{"instance": ..., "project": ...}`` tree.
 
     Raises ``ValueError`` when the document is not that shape at all (the
-    caller turns it into a ``ProviderUnavailable`` naming the endpoint).
+    caller turns it into a ``ProviderUnavailable`` naming the endpoint).  A
+    NIC list with no usable entry is no such error: the snapshot then has no
+    NICs, and one warning says so.
     """
     if not isinstance(tree, dict) or not isinstance(tree.get("instance"), dict):
         raise ValueError("the recursive metadata answer has no 'instance' object")
@@ -247,7 +249,9 @@ def parse_instance(tree: Any, endpoint: str | None = None) -> GceInstance:
         seen.add(nic.mac)
         nics.append(nic)
     if not nics:
-        raise no_usable_nic(f"instance/network-interfaces of {document}", len(entries))
+        # The instance is still GCE's (its machine type and zone passed the
+        # shape checks above): publish its facts, warn that no NIC has its own.
+        warn_no_usable_nic(PLUGIN, f"instance/network-interfaces of {document}", len(entries))
 
     return GceInstance(
         endpoint=endpoint,

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from dranet_cloud_gce.attributes import ATTR_NETWORK_NAME
+from dranet_cloud_gce.attributes import ATTR_MACHINE_TYPE, ATTR_NETWORK_NAME
 from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud_gce.snapshot import parse_instance
 
 from dranet_cloud.context import SampleHost
-from dranet_cloud.testing.bad_mac import DescribeBadEntry
+from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "rekharoy:3f:d2:b3:0b:0c"
 
@@ -36,8 +35,17 @@ def test_one_unparsable_mac_skips_only_its_entry(
     assert "instance/network-interfaces/1/mac" in run.warning and "metadata tree" in run.warning
 
 
-def test_a_tree_with_no_usable_mac_is_an_error_that_says_so(gce_tree: dict[str, Any]) -> None:
-    for i, nic in enumerate(gce_tree["instance"]["networkInterfaces"]):
+def test_a_tree_with_no_usable_mac_still_starts_with_the_instance_facts(
+    without_usable_nic: WithoutUsableNic, gce_tree: dict[str, Any], gce_sample: SampleHost
+) -> None:
+    nics = gce_tree["instance"]["networkInterfaces"]
+    gce_tree["instance"]["networkInterfaces"] = [{**nics[0], "mac": BAD}]
+    run = without_usable_nic("gce", build_emulator, gce_tree, BAD, gce_sample.root)
+    assert set(run.attribute(ATTR_MACHINE_TYPE).values()) == {"a3-megagpu-8g"}
+    assert set(run.attribute(ATTR_NETWORK_NAME).values()) == {None}
+    assert run.described["instance"]["nics"] == []
+    assert "instance/network-interfaces/0/mac" in run.warnings[0]
+    assert "names no NIC with a usable MAC (1 entry" in run.stderr
+    for i, nic in enumerate(nics):
         nic["mac"] = f"gce-redacted-{i}"
-    with pytest.raises(ValueError, match="names no NIC with a usable MAC"):
-        parse_instance(gce_tree, endpoint="http://127.0.0.1:9")
+    assert parse_instance(gce_tree, endpoint="http://127.0.0.1:9").nics == []

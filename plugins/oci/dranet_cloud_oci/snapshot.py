@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, no_usable_nic
+from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
 
 from .constants import HOST_PATH, OCID_SUFFIX_MAX, PLUGIN, TOPOLOGY_FIX
 
@@ -122,8 +122,10 @@ def _cidr(value: Any, what: str) -> str:
 def parse_vnics(document: Any, name: str = "/opc/v2/vnics/") -> list[OciVnic]:
     """The VNIC list; an entry without a usable MAC is skipped with one warning.
 
-    ``ValueError`` when the document lists no VNIC with a usable MAC (every
-    instance has its primary VNIC); ``None`` (a 404) is no document at all.
+    A list with no usable entry (a document whose only VNIC's ``macAddr`` is
+    redacted) is an empty list and one more warning, not an error: the
+    instance document is still OCI's, and its topology attributes still go on
+    every device.  ``None`` (a 404) is no document at all.
     """
     if document is None:
         return []
@@ -153,7 +155,7 @@ def parse_vnics(document: Any, name: str = "/opc/v2/vnics/") -> list[OciVnic]:
             )
         )
     if not out:
-        raise no_usable_nic(name, len(document))
+        warn_no_usable_nic(PLUGIN, name, len(document))
     return out
 
 
