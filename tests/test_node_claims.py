@@ -212,21 +212,22 @@ def test_an_api_failure_frees_nothing(
     kube: KubernetesEmulator, client: KubeClient, views: list[NodeClaims]
 ) -> None:
     store = MemoryStore(clock=lambda: HOUR_AGO)
+    alive = claimed_pod(kube, "alive")  # a live claim: proof of the store's cluster
     gone = claimed_pod(kube, "gone")
     never = kube.add_claim("team", "never")["metadata"]["uid"]
-    allocate(store, gone, None)
-    allocate(store, never, None)
+    for uid in (alive, gone, never):
+        allocate(store, uid, None)
     kube.delete_claim("team", "never")
     view = started(views, client)
-    wait_until(lambda: view.cached(gone) is not None, "the claim resolved")
+    wait_until(lambda: view.cached(gone) and view.cached(alive), "the claims resolved")
     kube.delete_pod("team", "gone-pod")
     kube.delete_claim("team", "gone")
-    wait_until(lambda: view.used() == frozenset(), "the pod's deletion seen")
+    wait_until(lambda: view.used() == {"team/alive"}, "the pod's deletion seen")
     kube.fail(503, times=None, verb="get", resource="resourceclaims")
     kube.fail(503, times=None, verb="list", resource="resourceclaims")
     with pytest.raises(NothingProven, match="503"):
         reclaim(store, view, grace=GRACE)
-    assert held(store) == {gone, never}
+    assert held(store) == {alive, gone, never}
     kube.clear_faults()
     view._next_list = 0.0  # the failed list is retried sooner than the hour; now, here
     assert {a.owner.claim_uid for a in reclaim(store, view, grace=GRACE).freed} == {gone, never}
