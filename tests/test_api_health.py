@@ -107,6 +107,8 @@ def test_a_refused_credential_is_named_as_such(
         "--gc-interval",
         "1h",
         "--gc-kubernetes",
+        "--node-name",
+        "node-1",
         "--kubeconfig",
         str(config),
     )

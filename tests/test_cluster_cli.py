@@ -75,15 +75,17 @@ def test_profile_get_and_release_in_cluster_scope(
     assert profile(tmp_path, kube, "get", "uid-one") == 0
     assert json.loads(capsys.readouterr().out)["interface"]["addresses"] == [address]
     assert kube.calls() == {}
-    # A new claim known only by UID (gen1 DRANET): the API names it for the parentRef.
+    # A new claim known only by UID (gen1 DRANET): the pod of this node that uses it
+    # names it for the parentRef.
     kube.add_claim("team-b", "two", uid="uid-two", node="node-a")
+    kube.add_pod("team-b", "two-0", node="node-a", claims=(("net", "two"),))
     assert profile(tmp_path, kube, "get", "uid-two") == 0
     capsys.readouterr()
     parents = {o["spec"]["parentRef"]["name"]: o for o in kube.ip_addresses()}
     assert parents["two"]["spec"]["parentRef"]["namespace"] == "team-b"
-    # A UID the API does not show: temporary (exit 5, the kubelet retries), nothing written.
+    # A UID no pod of this node names: temporary (exit 5, the kubelet retries), nothing written.
     assert profile(tmp_path, kube, "get", "uid-nobody") == 5
-    assert "complete list of ResourceClaims" in capsys.readouterr().err
+    assert "no live pod of node node-a" in capsys.readouterr().err
     assert len(kube.ip_addresses()) == 2
     # The API's creates fail: a new claim exits 5 (temporary), nothing is handed out.
     kube.fail(503, times=None, verb="create", resource="ipaddresses")

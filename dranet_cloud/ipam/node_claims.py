@@ -258,7 +258,7 @@ class NodeClaims:
     # -- lifecycle ---------------------------------------------------------------------
 
     def describe(self) -> str:
-        return f"the pods of node {self.node} and the Kubernetes API ({self.client.source})"
+        return f"the pods of node {self.node} and {self.api.describe()}"
 
     def start(self) -> NodeClaims:
         """Start the pods informer and the resolver thread (no-op without ``watch``; idempotent)."""
