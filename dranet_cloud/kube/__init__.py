@@ -1,8 +1,11 @@
-"""The Kubernetes API: ResourceClaims (leak reclaiming), Nodes, IPAddress objects
-(cluster-wide address reservations) and the cluster's identity.
+"""The Kubernetes API: ResourceClaims (leak reclaiming), Nodes, Pods, IPAddress objects
+(cluster-wide address reservations), Leases and the cluster's identity.
 
-:class:`KubeClient` is the facade every caller uses; importing this package
-imports neither lightkube nor httpx2 (a client built on them is made on use).
+:class:`KubeClient` is the facade every caller uses; :class:`Informer` keeps a
+local copy of a resource by LIST once then WATCH (the one watch loop of the
+project) and :class:`LeaseElector` chooses the one owner of work no node owns.
+Importing this package imports neither lightkube nor httpx2 (a client built on
+them is made on use).
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ from .client import (
     KubeNotFound,
     load_config,
 )
+from .informer import (
+    IPADDRESSES,
+    LEASES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    Informer,
+    InformerStats,
+    Resource,
+)
 from .ipaddress import (
     IP_FAMILY_LABEL,
     MANAGED_BY_LABEL,
@@ -31,26 +44,39 @@ from .ipaddress import (
     ParentRef,
     canonical_name,
 )
+from .lease import CANDIDATES_ANNOTATION, LeaseElector
+from .stream import LineTooLong
 
 __all__ = [
+    "CANDIDATES_ANNOTATION",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_TIMEOUT",
+    "IPADDRESSES",
     "IP_FAMILY_LABEL",
     "KUBECONFIG_ENV",
+    "LEASES",
     "MANAGED_BY_LABEL",
     "MAX_LIST_RESTARTS",
+    "NODES",
+    "PODS",
+    "RESOURCE_CLAIMS",
     "SERVICE_ACCOUNT_DIR",
     "ClaimIdentity",
     "ClaimListing",
     "IPAddressObject",
+    "Informer",
+    "InformerStats",
     "KubeAlreadyExists",
     "KubeClient",
     "KubeConflict",
     "KubeError",
     "KubeInvalid",
     "KubeNotFound",
+    "LeaseElector",
+    "LineTooLong",
     "ParentRef",
+    "Resource",
     "canonical_name",
     "load_config",
 ]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from .ipaddress import (
     parse_ip_address_page,
 )
 from .objects import metadata_string
+from .stream import LineStream
 
 if TYPE_CHECKING:
     import httpx2
@@ -67,7 +69,10 @@ __all__ = [
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_TIMEOUT",
     "KUBECONFIG_ENV",
+    "LEASES_GROUP",
     "MAX_LIST_RESTARTS",
+    "METADATA_ACCEPT",
+    "METADATA_LIST_ACCEPT",
     "SERVICE_ACCOUNT_DIR",
     "ClaimIdentity",
     "ClaimListing",
@@ -91,6 +96,11 @@ MAX_LIST_RESTARTS = 3  # new lists after 410 Expired before giving up
 RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io/v1"
 KUBE_SYSTEM_PATH = "/api/v1/namespaces/kube-system"
 _IPADDRESSES = "ipaddresses.networking.k8s.io"
+LEASES_GROUP = "/apis/coordination.k8s.io/v1"
+# Metadata only (PartialObjectMetadata): a list, and one object or a watch's events.
+METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+MAX_ERROR_BYTES = 64 << 10  # the Status of a refused stream
 
 T = TypeVar("T")
 
@@ -332,11 +342,19 @@ class KubeClient:
             trust_env=False,
             transport=_bounded_transport(inner, max_bytes),
         )
+        self._server: str = config.cluster.server
+        self._tls = tls
+        self._streams: httpx2.Client | None = None  # made by the first stream
+        self._streams_lock = threading.Lock()
 
     # --- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
         self._client.close()
+        with self._streams_lock:
+            streams, self._streams = self._streams, None
+        if streams is not None:
+            streams.close()
 
     def __enter__(self) -> KubeClient:
         return self
@@ -422,6 +440,182 @@ class KubeClient:
         with self._deadline(deadline, what, needs="get on namespaces (core group)"):
             doc = self._request("GET", KUBE_SYSTEM_PATH)
             return metadata_string(doc, "uid", "the Namespace has no metadata.uid")
+
+    # --- collections, streams (the informer's calls) ---------------------------------
+
+    def list_objects(
+        self,
+        path: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        resource_version: str = "",
+        metadata_only: bool = False,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        deadline: float | None = None,
+        max_restarts: int = MAX_LIST_RESTARTS,
+        what: str | None = None,
+        needs: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of the collection at ``path`` (raw JSON) and the list's resourceVersion.
+
+        ``resource_version="0"`` lets the API server answer from its watch
+        cache (what a thousand nodes starting at once must use); ``""`` is a
+        consistent read from storage.  Follows ``continue`` to the last page
+        within one deadline (a continued page carries no resourceVersion, as
+        the API requires); ``410 Expired`` on a continue starts the list over,
+        at most ``max_restarts`` times.  Never a part: a failure raises
+        :class:`KubeError`.
+        """
+        selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        where = path + "".join(
+            f"{'?' if i == 0 else '&'}{k}={safe(v, 120)}"
+            for i, (k, v) in enumerate((k, v) for k, v in selectors.items() if v)
+        )
+        what = what or f"list {where}"
+        headers = {"Accept": METADATA_LIST_ACCEPT} if metadata_only else None
+
+        def attempt() -> tuple[list[dict[str, Any]], str]:
+            items: list[dict[str, Any]] = []
+            token = ""
+            seen: set[str] = set()
+            while True:
+                params = {"limit": str(page_size)}
+                params.update({k: v for k, v in selectors.items() if v})
+                if token:
+                    params["continue"] = token
+                elif resource_version:
+                    params["resourceVersion"] = resource_version
+                page = self._request("GET", path, params=params, headers=headers)
+                if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+                    raise ValueError("the answer is not a list of objects")
+                meta = page.get("metadata") or {}
+                items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+                token = str(meta.get("continue") or "")
+                if not token:
+                    rv = meta.get("resourceVersion")
+                    if not isinstance(rv, str) or not rv:
+                        raise ValueError("the list has no metadata.resourceVersion")
+                    return items, rv
+                if token in seen:
+                    raise ValueError("the API gave a continue token twice; its pages never end")
+                seen.add(token)
+
+        found, _ = self._restarting(what, deadline, max_restarts, attempt, needs=needs)
+        return found
+
+    @contextlib.contextmanager
+    def open_stream(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str],
+        metadata_only: bool = False,
+        read_timeout: float,
+        max_line_bytes: int,
+        deadline: float,
+        what: str,
+        needs: str | None = None,
+    ) -> Iterator[LineStream]:
+        """A streaming GET (a watch) on its own connection, with the client's auth and TLS.
+
+        Every socket read waits at most ``read_timeout`` seconds, the whole
+        stream ends by ``deadline`` seconds from now, and each line is capped
+        at ``max_line_bytes`` (:class:`~dranet_cloud.kube.stream.LineTooLong`).
+        Failures inside the block, reading included, raise :class:`KubeError`
+        naming ``what``; an error answer is read (capped) and reported like
+        any other call's.
+        """
+        import httpx2
+        from lightkube import ApiError
+
+        http = self._stream_client()
+        headers = {"Accept": METADATA_ACCEPT if metadata_only else "application/json"}
+        timeout = httpx2.Timeout(self.timeout, read=read_timeout)
+        with (
+            self._deadline(deadline, what, needs=needs),
+            http.stream("GET", path, params=dict(params), headers=headers, timeout=timeout) as r,
+        ):
+            if not r.is_success:
+                content = read_capped(r, MAX_ERROR_BYTES)
+                answer = httpx2.Response(
+                    r.status_code, headers=r.headers, content=content, request=r.request
+                )
+                if _is_status(content):
+                    raise ApiError(request=r.request, response=answer)
+                answer.raise_for_status()
+            yield LineStream(r, max_line_bytes, what)
+
+    def _stream_client(self) -> httpx2.Client:
+        """The httpx2 client for streams: lightkube's base URL, auth and TLS, its own pool
+        (whole bodies are read below lightkube's client, a stream must not be)."""
+        import httpx2
+
+        with self._streams_lock:
+            if self._streams is None:
+                lightkube_http: httpx2.Client = self._client._client._client
+                self._streams = httpx2.Client(
+                    base_url=self._server,
+                    auth=lightkube_http.auth,
+                    trust_env=False,
+                    transport=bound(httpx2.HTTPTransport(verify=self._tls)),
+                )
+            return self._streams
+
+    # --- pods and leases ---------------------------------------------------------------
+
+    def list_pods(
+        self,
+        *,
+        field_selector: str,
+        namespace: str | None = None,
+        label_selector: str = "",
+        resource_version: str = "",
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The pods matching ``field_selector`` (``spec.nodeName=NODE``: one node's pods).
+
+        A consistent read by default (proof of what exists); pass
+        ``resource_version="0"`` for the watch cache.
+        """
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        items, _ = self.list_objects(
+            path,
+            field_selector=field_selector,
+            label_selector=label_selector,
+            resource_version=resource_version,
+            deadline=deadline,
+            needs="list on pods (core group)",
+        )
+        return items
+
+    def get_lease(self, namespace: str, name: str, *, deadline: float | None = None) -> Any:
+        """The Lease ``namespace/name`` as JSON; :class:`KubeNotFound` when there is none."""
+        path = _lease_path(namespace, name)
+        with self._deadline(deadline, f"get lease (GET {path})", needs=_LEASE_RBAC):
+            return _json_object(self._request("GET", path), "Lease")
+
+    def create_lease(
+        self, namespace: str, body: Mapping[str, Any], *, deadline: float | None = None
+    ) -> Any:
+        """Create a Lease; :class:`KubeAlreadyExists` when the name is taken."""
+        path = _lease_path(namespace)
+        with self._deadline(deadline, f"create lease (POST {path})", needs=_LEASE_RBAC):
+            return _json_object(self._request("POST", path, body=dict(body)), "Lease")
+
+    def update_lease(
+        self,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        deadline: float | None = None,
+    ) -> Any:
+        """Replace the Lease (PUT); :class:`KubeConflict` when ``metadata.resourceVersion``
+        is not the stored one (someone else wrote it since it was read)."""
+        path = _lease_path(namespace, name)
+        with self._deadline(deadline, f"update lease (PUT {path})", needs=_LEASE_RBAC):
+            return _json_object(self._request("PUT", path, body=dict(body)), "Lease")
 
     # --- IPAddress objects (networking.k8s.io/v1) --------------------------------------
 
@@ -585,6 +779,7 @@ class KubeClient:
         *,
         params: Mapping[str, str] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
         """One request on lightkube's connection (its auth, TLS and base URL); the JSON answer.
 
@@ -597,11 +792,11 @@ class KubeClient:
 
         http: httpx2.Client = self._client._client._client
         content = None if body is None else msgspec.json.encode(body)
-        headers = {"Accept": "application/json"}
+        sent = {"Accept": "application/json", **(headers or {})}
         if content is not None:
-            headers["Content-Type"] = "application/json"
+            sent["Content-Type"] = "application/json"
         response = http.request(
-            method, path, params=dict(params or {}), content=content, headers=headers
+            method, path, params=dict(params or {}), content=content, headers=sent
         )
         if not response.is_success:
             try:
@@ -683,6 +878,30 @@ class KubeClient:
                 f"kubernetes: {what} answered a body that is not the expected object: {exc} "
                 f"({self.source})"
             ) from exc
+
+
+_LEASE_RBAC = "get, create and update on leases.coordination.k8s.io in the namespace"
+
+
+def _lease_path(namespace: str, name: str | None = None) -> str:
+    base = f"{LEASES_GROUP}/namespaces/{namespace}/leases"
+    return base if name is None else f"{base}/{name}"
+
+
+def _json_object(doc: Any, kind: str) -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("kind", kind) != kind:
+        raise ValueError(f"expected a {kind} object")
+    return doc
+
+
+def _is_status(content: bytes) -> bool:
+    import msgspec
+
+    try:
+        doc = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "Status"
 
 
 def _identity(obj: Any, what: str) -> ClaimIdentity:
