@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import os
 import threading
@@ -133,6 +134,7 @@ CLUSTER_POOLS = frozenset({"local-ipam"})
 DEFAULT_MAX_CREATES = 8
 DEFAULT_CALL_TIMEOUT = 3.0  # one API call
 DEFAULT_BUDGET = 8.0  # one allocation or release, every call included (DRANET waits 10 s)
+MAX_START_OBJECTS = 100_000  # of this node's objects kept from the start-up list
 DEFAULT_SYNC_WAIT = 2.0  # a new block's view is waited for this long before a create
 # Test hook: exit right after a create succeeded, before the journal records
 # it (the crash the recovery path exists for).  Never set it in production.
@@ -243,7 +245,8 @@ class ClusterIpam:
         # only the journal and what 409s teach; the create stays the referee.
         self._make_informer = make_informer
         self._initial_jitter = initial_jitter
-        self._own_blocks: dict[str, list[int]] | None = None  # range id -> blocks, at start
+        self._own_blocks: dict[str, list[int]] | None = None  # range -> blocks, at start
+        self._own_at_start: list[IPAddressObject] = []  # this node's objects, at start
         self._distrusted: str | None = None
         environ = os.environ if env is None else env
         self._exit_after_create = environ.get(EXIT_AFTER_CREATE_ENV) == "1"
@@ -545,17 +548,41 @@ class ClusterIpam:
                 return []
             return list_managed(self.api, f"{NODE_LABEL}={self.node}", counted=self._count)
         found: dict[str, IPAddressObject] = {}
+        watched: set[str] = set()
         for watch in watches:
             if not watch.synced_all():
-                continue  # judged at the next run, once the view holds its blocks
+                return []  # judged at the next run, once the views hold their blocks
             for doc in watch.objects():
                 try:
                     obj = parse_ip_address(doc)
                 except ValueError:
                     continue
+                watched.add(obj.name)
                 if node_of(obj) == self.node:
                     found[obj.name] = obj
+        # The start-up list's objects that no watch shows (no block label: an earlier
+        # version's; or a range no longer configured) are judged too, as listed then.
+        for obj in self._own_at_start:
+            if obj.name not in watched and obj.name not in found:
+                row = self._watch_for_name(obj.name)
+                if (
+                    row is None
+                    or not row.covers(int(obj.address))
+                    or (not (obj.labels or {}).get(BLOCK_LABEL))
+                ):
+                    found[obj.name] = obj
         return list(found.values())
+
+    def _watch_for_name(self, name: str) -> RangeWatch | None:
+        try:
+            addr = ipaddress.ip_address(name)
+        except ValueError:
+            return None
+        with self._views_lock:
+            for rng, watch in self._watches.items():
+                if rng.version == addr.version and int(rng.start) <= int(addr) <= int(rng.end):
+                    return watch
+        return None
 
     def _held(self, obj: IPAddressObject) -> bool:
         """Whether the journal holds ``obj``'s address for the claim it names."""
@@ -717,9 +744,7 @@ class ClusterIpam:
         from ..kube.ipaddress import canonical_name
 
         try:
-            import ipaddress as _ip
-
-            addr = _ip.ip_address(canonical_name(name))
+            addr = ipaddress.ip_address(canonical_name(name))
         except ValueError:
             return
         row = self.journal.row_at(addr.version, int(addr))
@@ -1169,6 +1194,7 @@ class ClusterIpam:
                 safe(exc),
             )
             return {}
+        self._own_at_start = list(objs)[:MAX_START_OBJECTS]
         found: dict[str, list[int]] = {}
         for obj in objs:
             rng_text = (obj.annotations or {}).get(RANGE_ANNOTATION)
