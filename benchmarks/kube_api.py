@@ -141,7 +141,8 @@ def main() -> None:
         counts = httpx.get(
             ready["url"] + CALLS_PATH, headers={"Authorization": f"Bearer {token}"}
         ).json()
-        print(f"calls the emulator saw: {counts.get('ipaddresses', {})}")
+        print(f"calls the emulator saw: {counts['requests'].get('ipaddresses', {})}")
+        print(f"objects it served: {counts['objects'].get('ipaddresses', {})}")
         print(f"emulator RSS at the end: {process_rss_mib(proc.pid):.0f} MiB")
     finally:
         proc.send_signal(signal.SIGTERM)

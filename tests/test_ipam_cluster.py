@@ -257,7 +257,10 @@ def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_cla
                 strict=True,
             )
         )
-    assert kube.calls("resourceclaims") == {"list": 1}  # one list, not one per request
+    assert kube.calls("resourceclaims") == {
+        "list": 1,
+        "list-consistent": 1,
+    }  # one list, not one per request
     found = objects(kube)
     for i, uid in enumerate(uids):
         obj = found[got[uid].removesuffix("/32")]
@@ -279,7 +282,7 @@ def test_a_gen1_claim_known_only_by_uid_gets_its_parent_ref_from_one_list_of_cla
     kube.add_claim("ns-late", "late", uid="late", node="node-a")
     late = a.allocate(owner("late"), [RANGE], claim=ClaimReference("late"))[0]
     assert objects(kube)[late.removesuffix("/32")]["spec"]["parentRef"]["name"] == "late"
-    assert kube.calls("resourceclaims") == {"list": 1}
+    assert kube.calls("resourceclaims") == {"list": 1, "list-consistent": 1}
     # A static address of a gen1 claim is reserved the same way.
     kube.add_claim("ns-static", "fixed", uid="fixed", node="node-a")
     assert a.reserve(owner("fixed"), ["10.9.0.250"], claim=ClaimReference("fixed")) == [

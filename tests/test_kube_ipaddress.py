@@ -290,8 +290,11 @@ def test_client_creates_gets_deletes(kube: KubernetesEmulator, kube_client: Kube
     assert kube.calls() == {"create": 2, "get": 4, "delete": 3}
     auth = {"Authorization": f"Bearer {kube.token}"}
     counts = httpx.get(kube.url + CALLS_PATH, headers=auth).json()
-    assert counts["ipaddresses"] == {"create": 2, "delete": 3, "get": 4}
-    assert httpx.delete(kube.url + CALLS_PATH, headers=auth).json() == {}
+    assert counts["requests"]["ipaddresses"] == {"create": 2, "delete": 3, "get": 4}
+    # objects served: the two creates that succeeded, the three gets that found one
+    assert counts["objects"]["ipaddresses"] == {"create": 1, "get": 3}
+    reset = httpx.delete(kube.url + CALLS_PATH, headers=auth).json()
+    assert reset == {"requests": {}, "objects": {}, "watches_open": {}}
     assert kube.calls() == {}
 
 

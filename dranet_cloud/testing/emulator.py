@@ -27,7 +27,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .faults import Faults
 from .listen import UNIX_SCHEME, parse_listen
-from .messages import Handler, Headers, LoggedRequest, Request, Response
+from .messages import Handler, Headers, LoggedRequest, Request, Response, StreamAborted
 
 __all__ = ["Emulator"]
 
@@ -115,6 +115,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 emu._record(request, response.status, "lost-reply", self.serial)
                 self._abort()
                 return
+            if response.stream is not None:
+                emu._record(request, response.status, decision.label, self.serial)
+                self._write_stream(response, response.stream)
+                return
         if emu.headers:
             # The handler's own headers win; never mutate its (maybe shared) object.
             own = {k.lower() for k in response.headers}
@@ -130,6 +134,37 @@ class _RequestHandler(BaseHTTPRequestHandler):
         emu._record(request, response.status, label, self.serial)
         self._write(response, head=request.method == "HEAD", chunked=emu.faults.chunked)
 
+    def _write_stream(self, response: Response, stream: Iterator[bytes]) -> None:
+        """Send a streaming answer chunked, each piece as it comes (a watch).
+
+        The kit's shaping faults do not apply to it; a client that goes away
+        (a failed write) closes the iterator, so its ``finally`` runs now.
+        """
+        headers = {"Content-Type": response.content_type, **response.headers}
+        head_text = f"{self.protocol_version} {response.status} {_reason(response.status)}\r\n"
+        head_text += "".join(
+            f"{name}: {value}\r\n"
+            for name, value in headers.items()
+            if name.lower() not in ("content-length", "transfer-encoding", "connection")
+        )
+        head_text += "Transfer-Encoding: chunked\r\n\r\n"
+        try:
+            self.wfile.write(head_text.encode("latin-1"))
+            for piece in stream:
+                if piece:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        except StreamAborted:
+            self._abort()
+        except OSError as exc:
+            log.debug("%s emulator: stream client went away: %s", self.server.emulator.name, exc)
+            self.close_connection = True
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        self.log_request(response.status)
+
     def _abort(self) -> None:
         """Reset the connection (no FIN-then-maybe-answer): the client sees it at once."""
         self.close_connection = True
@@ -138,10 +173,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _write(self, response: Response, *, head: bool, chunked: bool) -> None:
         body = response.body_bytes
-        try:
-            reason = HTTPStatus(response.status).phrase
-        except ValueError:
-            reason = "Unknown"
+        reason = _reason(response.status)
         headers: list[tuple[str, str]] = []
         if not any(k.lower() == "content-type" for k in response.headers):
             headers.append(("Content-Type", response.content_type))
@@ -414,6 +446,13 @@ class Emulator:
             else:
                 self._conns.discard(conn)
             return self._serial
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _remove_stale_socket(path: str) -> None:

@@ -24,7 +24,7 @@ __all__ = [
     "parse_api_faults",
 ]
 
-VERBS = ("get", "list", "create", "delete")
+VERBS = ("get", "list", "watch", "create", "update", "delete")
 KNOWN_STATUSES = frozenset(s.value for s in HTTPStatus)
 
 
@@ -35,6 +35,7 @@ class ApiFaults:
     latency: float = 0.0
     failures: tuple[tuple[str, int, int | None], ...] = ()  # (verb or "", status, times)
     lost_replies: tuple[tuple[str, int], ...] = ()  # (verb, times)
+    cut_watches: float = 0.0  # seconds between cuts of every open watch; 0: none
 
 
 def check_verb(verb: str, *, allow_any: bool = True) -> str:
@@ -50,22 +51,26 @@ def finite_seconds(value: float, what: str) -> float:
 
 
 def parse_api_faults(spec: str | None) -> ApiFaults:
-    """Parse ``latency=S;fail=VERB:STATUS[xN];lose-reply=VERB[:N]`` (items joined by ``;``).
+    """Parse ``latency=S;fail=VERB:STATUS[xN];lose-reply=VERB[:N];cut-watches=S`` (``;``-joined).
 
     * ``latency=0.002``: every request takes this long more (the benchmark's
       2 ms API round trip);
     * ``fail=create:503x3``: the next 3 creates get a 503 Status (``x*``: every
       create until the faults are cleared, an API that is down); ``VERB`` is
-      ``get``, ``list``, ``create``, ``delete`` or ``*`` (every request);
-      ``fail`` may repeat;
+      ``get``, ``list``, ``watch``, ``create``, ``update``, ``delete`` or
+      ``*`` (every request); ``fail`` may repeat;
     * ``lose-reply=create:2``: the next 2 creates that succeed are committed,
-      then the connection is closed without an answer (``create`` or ``delete``).
+      then the connection is closed without an answer (``create``, ``update``
+      or ``delete``);
+    * ``cut-watches=3``: every 3 seconds, every open watch is aborted mid-stream
+      (an API server restart, a load balancer dropping long connections).
 
     A bad item raises ``ValueError`` naming it.
     """
     latency = 0.0
     failures: list[tuple[str, int, int | None]] = []
     lost: list[tuple[str, int]] = []
+    cut = 0.0
     for item, key, value, _ in spec_items(spec or ""):
         try:
             if key == "latency":
@@ -84,14 +89,18 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
             elif key == "lose-reply":
                 verb, _, times_s = value.partition(":")
                 verb = verb.strip().lower()
-                if verb not in ("create", "delete"):
-                    raise ValueError("only a create's or a delete's reply can be lost")
+                if verb not in ("create", "update", "delete"):
+                    raise ValueError("only a create's, an update's or a delete's reply can be lost")
                 times = int(times_s) if times_s else 1
                 if times < 1:
                     raise ValueError("the count must be at least 1")
                 lost.append((verb, times))
+            elif key == "cut-watches":
+                cut = finite_seconds(float(value), "cut-watches")
+                if cut <= 0:
+                    raise ValueError("the interval must be > 0 seconds")
             else:
-                raise ValueError("unknown item; known: latency, fail, lose-reply")
+                raise ValueError("unknown item; known: latency, fail, lose-reply, cut-watches")
         except ValueError as exc:
             raise ValueError(f"api fault spec {spec!r}: bad item {item!r}: {exc}") from exc
-    return ApiFaults(latency, tuple(failures), tuple(lost))
+    return ApiFaults(latency, tuple(failures), tuple(lost), cut)

@@ -16,6 +16,13 @@ Label selectors follow ``k8s.io/apimachinery/pkg/labels`` syntax:
 ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``,
 ``!k``, ``k>N``, ``k<N``, joined by commas.  ``!=`` and ``notin`` also match
 objects without the label, as in Kubernetes.
+
+Field selectors follow ``k8s.io/apimachinery/pkg/fields``: ``f=v``, ``f==v``,
+``f!=v`` joined by commas, over the fields a resource supports
+(``metadata.name`` and ``metadata.namespace`` everywhere, ``spec.nodeName``
+and ``status.phase`` on Pods); another field is a 400, as the API server's
+"field label not supported".  Both selectors expose their equality
+requirements (``equalities``): the watch fan-out indexes watchers by one.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "FieldSelector",
     "LabelSelector",
     "SelectorError",
     "canonical_ip_problem",
+    "field_value",
     "ip_address_causes",
 ]
 
@@ -216,6 +225,18 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _requirement(text: str) -> Matcher:
+    return _parse_requirement(text)[0]
+
+
+def _parse_requirement(text: str) -> tuple[Matcher, tuple[str, str] | None]:
+    """The matcher of one requirement and, for ``k=v``/``k==v``, its (key, value)."""
+    if (m := _BINARY.fullmatch(text)) and m.group(2) in ("=", "=="):
+        key, value = m.group(1), m.group(3)
+        return (lambda labels: labels.get(key) == value), (key, value)
+    return _other_requirement(text), None
+
+
+def _other_requirement(text: str) -> Matcher:
     if m := _SET.fullmatch(text):
         key, op = m.group(1), m.group(2)
         values = frozenset(v.strip() for v in m.group(3).split(","))
@@ -258,13 +279,65 @@ class LabelSelector:
     def __init__(self, text: str) -> None:
         self.text = text
         self._requirements: list[Matcher] = []
+        self.equalities: list[tuple[str, str]] = []  # the k=v requirements
         if not text.strip():
             return
         for part in _split_top_level(text):
             item = part.strip()
             if not item:
                 raise SelectorError(f"unable to parse requirement: empty requirement in {text!r}")
-            self._requirements.append(_requirement(item))
+            matcher, equality = _parse_requirement(item)
+            self._requirements.append(matcher)
+            if equality is not None:
+                self.equalities.append(equality)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(req(labels) for req in self._requirements)
+
+    def __bool__(self) -> bool:
+        return bool(self._requirements)
+
+
+# --- field selectors ------------------------------------------------------------------
+
+COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+_FIELD_TERM = re.compile(r"\s*([A-Za-z0-9_.]+)\s*(==|!=|=)\s*([^,]*?)\s*")
+
+
+def field_value(obj: Mapping[str, Any], path: str) -> str:
+    """The string at a dotted ``path`` of ``obj`` (``""`` when absent), as fields are compared."""
+    value: Any = obj
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return ""
+        value = value.get(part)
+    return "" if value is None else str(value)
+
+
+class FieldSelector:
+    """A parsed ``fieldSelector`` for a resource that supports ``fields``; empty: everything."""
+
+    def __init__(self, text: str, fields: tuple[str, ...] = COMMON_FIELDS) -> None:
+        self.text = text
+        self._terms: list[tuple[str, bool, str]] = []  # (field, equal?, value)
+        self.equalities: list[tuple[str, str]] = []
+        if not text.strip():
+            return
+        for part in text.split(","):
+            m = _FIELD_TERM.fullmatch(part)
+            if m is None:
+                raise SelectorError(f"invalid field selector term {part!r}: expected f=v or f!=v")
+            field, op, value = m.group(1), m.group(2), m.group(3)
+            if field not in fields:
+                raise SelectorError(
+                    f'field label not supported: "{field}" (supported: {", ".join(fields)})'
+                )
+            self._terms.append((field, op != "!=", value))
+            if op != "!=":
+                self.equalities.append((field, value))
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        return all((field_value(obj, f) == v) == eq for f, eq, v in self._terms)
+
+    def __bool__(self) -> bool:
+        return bool(self._terms)

@@ -6,34 +6,33 @@ Kubernetes JSON: objects with ``metadata.uid``/``resourceVersion``/
 ``remainingItemCount`` and items without ``kind``, and errors as ``Status``
 objects (``NotFound`` 404, ``AlreadyExists``/``Conflict`` 409, ``Invalid``
 422 with ``details.causes``, ``Expired`` 410, ``InternalError`` 500,
-``Unauthorized`` 401).  It serves:
+``Unauthorized`` 401).  What it serves (paths, verbs, field selectors) is
+the table in :mod:`.kube_resources`: ResourceClaims, Nodes, Namespaces,
+Pods (read and watch), ``networking.k8s.io/v1`` IPAddresses (create
+validated as ``ValidateIPAddress`` does, :mod:`.kube_rules`; delete with
+``preconditions``) and ``coordination.k8s.io/v1`` Leases (create, update
+with optimistic concurrency, delete), plus the discovery documents kubectl
+reads.
 
-* ``GET /apis/resource.k8s.io/v1/resourceclaims`` (every namespace),
-* ``GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims[/NAME]``,
-* ``GET /api/v1/nodes[/NAME]``, ``GET /api/v1/namespaces[/NAME]`` (``kube-system``'s
-  UID is the cluster's identity, :attr:`KubernetesEmulator.cluster_uid`),
-* ``networking.k8s.io/v1`` IPAddress objects: ``POST .../ipaddresses`` (atomic
-  on the name: a taken name is ``409 AlreadyExists``; validated as
-  ``ValidateIPAddress`` does, see :mod:`.kube_rules`), ``GET``/``DELETE
-  .../ipaddresses/NAME`` (``DeleteOptions`` ``preconditions.uid`` and
-  ``.resourceVersion``: ``409 Conflict``), ``GET .../ipaddresses`` with
-  ``labelSelector``,
+Every object's ``metadata.resourceVersion`` comes from one global counter;
+every change is an event in a bounded history that ``?watch=true`` streams
+(:mod:`.kube_watch`: bookmarks, ``timeoutSeconds``, ``410 Expired`` for an
+RV older than the window, label and field selectors).  Lists and gets honour
+``Accept: ...;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1``.  Lists
+page (``limit``/``continue``) from a snapshot taken at the first page, as
+the API server does.
 
-with ``limit``/``continue`` pagination served from a snapshot taken at the
-first page, as the API server does: objects created or deleted meanwhile do
-not show up in later pages.  Every request needs ``Authorization: Bearer
-<token>``; :meth:`KubernetesEmulator.write_kubeconfig` writes a kubeconfig
-holding that token.  Faults on top of the kit's (``delay``, ``drop``...):
-:attr:`KubernetesEmulator.latency` sleeps before every answer;
-:meth:`KubernetesEmulator.fail` answers the next requests (optionally of one
-verb and resource, or only continued pages) with a Status of a given code;
-:meth:`~KubernetesEmulator.lose_replies` commits the next writes but closes
-the connection without an answer; :meth:`~KubernetesEmulator.expire_lists`
-forgets every snapshot so the next continue token gets ``410 Expired``.
-``GET /emulator/calls`` answers the request counts per resource and verb
-(:meth:`~KubernetesEmulator.calls`) to a benchmark in another process.  The
-same faults come from a spec string (``api_faults=``, ``emulate kubernetes
---api-faults``), see :func:`parse_api_faults`.
+Every request needs ``Authorization: Bearer <token>``;
+:meth:`KubernetesEmulator.write_kubeconfig` writes a kubeconfig holding
+that token.  Faults on top of the kit's (``delay``, ``drop``...):
+:attr:`KubernetesEmulator.latency`, :meth:`~KubernetesEmulator.fail`,
+:meth:`~KubernetesEmulator.lose_replies`,
+:meth:`~KubernetesEmulator.expire_lists`,
+:meth:`~KubernetesEmulator.cut_watches` (and ``_every``); the same from a
+spec string (``api_faults=``, ``emulate kubernetes --api-faults``), see
+:func:`parse_api_faults`.  ``GET /emulator/calls`` answers what was served
+(requests and objects per resource and verb, open watches) to a benchmark
+in another process.
 
 Only the standard library is imported: the CKS plugin and tests reuse it.
 """
@@ -67,15 +66,31 @@ from .kube_faults import (
     finite_seconds,
     parse_api_faults,
 )
-from .kube_rules import LabelSelector, SelectorError, ip_address_causes
+from .kube_resources import (
+    CLAIMS,
+    IPADDRESSES,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCES,
+    SERVED,
+    discovery,
+    route,
+    verb_of,
+)
+from .kube_rules import FieldSelector, LabelSelector, SelectorError, ip_address_causes
+from .kube_watch import MAX_WATCH_SECONDS, Watcher, WatchEvent, WatchExpired, WatchHub, error_line
 from .messages import Request, Response
 
 __all__ = [
     "CALLS_PATH",
     "CLAIMS",
     "IPADDRESSES",
+    "LEASES",
     "NAMESPACES",
     "NODES",
+    "PODS",
     "VERBS",
     "ApiFaults",
     "KubernetesEmulator",
@@ -84,17 +99,13 @@ __all__ = [
     "status_object",
 ]
 
-CLAIMS = "resourceclaims"
-NODES = "nodes"
-NAMESPACES = "namespaces"
-IPADDRESSES = "ipaddresses"
-RESOURCES = (CLAIMS, NODES, NAMESPACES, IPADDRESSES)
-_GROUP = {CLAIMS: "resource.k8s.io", NODES: "", NAMESPACES: "", IPADDRESSES: "networking.k8s.io"}
-_KIND = {CLAIMS: "ResourceClaim", NODES: "Node", NAMESPACES: "Namespace", IPADDRESSES: "IPAddress"}
-_API_VERSION = {r: f"{g}/v1" if g else "v1" for r, g in _GROUP.items()}
-_QUALIFIED = {r: f"{r}.{g}" if g else r for r, g in _GROUP.items()}
-_WRITABLE = frozenset({IPADDRESSES})  # resources served with create and delete
-CALLS_PATH = "/emulator/calls"  # the request counts (not a Kubernetes path)
+_GROUP = {r: s.group for r, s in SERVED.items()}
+_KIND = {r: s.kind for r, s in SERVED.items()}
+_API_VERSION = {r: s.api_version for r, s in SERVED.items()}
+_QUALIFIED = {r: s.qualified for r, s in SERVED.items()}
+_WRITABLE = frozenset(r for r, s in SERVED.items() if "create" in s.verbs)
+CALLS_PATH = "/emulator/calls"  # what was served (not a Kubernetes path)
+META_GROUP_VERSION = "meta.k8s.io/v1"
 _REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -189,8 +200,12 @@ class KubernetesEmulator:
     ``url``, ``token`` and ``log`` (via :attr:`emulator`) are what tests need.
     ``cluster_uid`` is the ``kube-system`` Namespace's UID (a new one per
     emulator unless given: two emulators are two clusters); ``latency`` is
-    slept before every answer; ``api_faults`` is a :func:`parse_api_faults` spec.
-    Thread-safe: one lock guards the store; a create is a dictionary insert.
+    slept before every answer; ``api_faults`` is a :func:`parse_api_faults`
+    spec; ``bookmark_interval`` is how often a watch that allows bookmarks
+    gets one; ``watch_window`` is how many events the history keeps;
+    ``watch_queue_limit`` is how many undelivered events a watch may have
+    before it is cut off.  Thread-safe: one lock guards the store, the
+    history and the watches.
     """
 
     def __init__(
@@ -203,23 +218,34 @@ class KubernetesEmulator:
         cluster_uid: str | None = None,
         latency: float = 0.0,
         api_faults: str | None = None,
+        bookmark_interval: float = 60.0,
+        watch_window: int = 10_000,
+        watch_queue_limit: int = 1000,
     ) -> None:
         if listen.strip().startswith("unix://"):
             raise ValueError(
                 f"listen {listen!r}: the kubernetes emulator serves TCP loopback only "
                 "(a kubeconfig server is an http(s) URL)"
             )
+        if not bookmark_interval > 0:
+            raise ValueError(f"bookmark_interval must be > 0 seconds, got {bookmark_interval!r}")
         self.token = token or secrets.token_urlsafe(24)
         self._lock = threading.Lock()
+        self._hub = WatchHub(self._lock, window=watch_window, queue_limit=watch_queue_limit)
+        self.bookmark_interval = float(bookmark_interval)
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
         # Each object as a list item (JSON without kind/apiVersion), encoded once
         # when stored: gets and list pages are joined from these strings.
         self._items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
+        self._meta_items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[str]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
         self._lost: list[_LostReplies] = []
         self._calls: Counter[tuple[str, str]] = Counter()
+        self._served: Counter[tuple[str, str]] = Counter()
+        self._cutter: threading.Thread | None = None
+        self._cutter_stop = threading.Event()
         self.latency = finite_seconds(latency, "latency")
         # time.monotonic() of every cluster-wide ResourceClaim list's snapshot
         # (its first page): tests count collection runs that began after an event.
@@ -239,7 +265,7 @@ class KubernetesEmulator:
             env_for=lambda url: {"KUBECONFIG": str(self.write_kubeconfig()), **(env or {})},
         )
         # Stopping the bare Emulator (a plugin's emulator hook returns it) cleans up too.
-        self.emulator.on_stop.append(self._remove_tmpdir)
+        self.emulator.on_stop.append(self._on_stop)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -249,6 +275,11 @@ class KubernetesEmulator:
 
     def stop(self) -> None:
         self.emulator.stop()
+        self._on_stop()
+
+    def _on_stop(self) -> None:
+        self._stop_cutter()
+        self.cut_watches()  # no watch thread outlives the server
         self._remove_tmpdir()
 
     def _remove_tmpdir(self) -> None:
@@ -277,6 +308,12 @@ class KubernetesEmulator:
             ns = self._objects[NAMESPACES].get(("", "kube-system"))
             return str(ns["metadata"]["uid"]) if ns else ""
 
+    @property
+    def resource_version(self) -> str:
+        """The global resourceVersion now (the last change's)."""
+        with self._lock:
+            return str(self._rv)
+
     def write_kubeconfig(self, path: str | Path | None = None) -> Path:
         """A kubeconfig (JSON is valid YAML) pointing at this emulator with its token.
 
@@ -304,7 +341,7 @@ class KubernetesEmulator:
         target.chmod(0o600)
         return target
 
-    # --- objects -----------------------------------------------------------------------
+    # --- the store (callers hold the lock) ----------------------------------------------
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -316,9 +353,11 @@ class KubernetesEmulator:
         self._items[resource][key] = json.dumps(
             {k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}
         )
+        self._meta_items[resource].pop(key, None)
 
     def _drop(self, resource: str, key: tuple[str, str]) -> dict[str, Any] | None:
         self._items[resource].pop(key, None)
+        self._meta_items[resource].pop(key, None)
         return self._objects[resource].pop(key, None)
 
     def _object_json(self, resource: str, key: tuple[str, str]) -> str | None:
@@ -329,6 +368,54 @@ class KubernetesEmulator:
         head = f'{{"kind": "{_KIND[resource]}", "apiVersion": "{_API_VERSION[resource]}"'
         return head + ("}" if item == "{}" else ", " + item[1:])
 
+    def _meta_json(self, resource: str, key: tuple[str, str]) -> str | None:
+        """The stored object as a PartialObjectMetadata (cached until it changes)."""
+        cached = self._meta_items[resource].get(key)
+        if cached is None:
+            obj = self._objects[resource].get(key)
+            if obj is None:
+                return None
+            cached = _partial_json(obj)
+            self._meta_items[resource][key] = cached
+        return cached
+
+    def _commit(
+        self, resource: str, key: tuple[str, str], doc: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Store ``doc`` (``None``: delete) under a new RV and record the event.
+
+        The caller holds the lock; ``doc`` is owned by the store from now on
+        (events share it).  Returns the stored (or deleted) object.
+        """
+        old = self._objects[resource].get(key)
+        if doc is None:
+            if old is None:
+                return None
+            rv = int(self._next_rv())
+            self._drop(resource, key)
+            gone = dict(old)
+            gone["metadata"] = {**old["metadata"], "resourceVersion": str(rv)}
+            self._hub.record(
+                WatchEvent("DELETED", resource, key[0], key[1], gone, json.dumps(gone), rv)
+            )
+            return old
+        rv = int(self._next_rv())
+        doc["metadata"]["resourceVersion"] = str(rv)
+        self._store(resource, key, doc)
+        self._hub.record(
+            WatchEvent(
+                "ADDED" if old is None else "MODIFIED",
+                resource,
+                key[0],
+                key[1],
+                doc,
+                self._object_json(resource, key) or "{}",
+                rv,
+                old,
+            )
+        )
+        return doc
+
     def _put_namespace(self, name: str, uid: str) -> None:
         doc = {
             "apiVersion": "v1",
@@ -336,15 +423,21 @@ class KubernetesEmulator:
             "metadata": {
                 "name": name,
                 "uid": uid,
-                "resourceVersion": self._next_rv(),
                 "creationTimestamp": _now(),
                 "labels": {"kubernetes.io/metadata.name": name},
             },
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         }
-        self._store(NAMESPACES, ("", name), doc)
+        with self._lock:
+            self._commit(NAMESPACES, ("", name), doc)
 
+    def compact(self) -> None:
+        """Drop the whole event history: a watch from any RV before now gets 410 Expired."""
+        with self._lock:
+            self._hub.compact(self._rv)
+
+    # --- objects: helpers for tests -----------------------------------------------------
     def add_claim(
         self,
         namespace: str,
@@ -457,48 +550,114 @@ class KubernetesEmulator:
             }
         )
 
-    def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Store a ResourceClaim, Node, Namespace or IPAddress (its ``kind`` decides).
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str,
+        claims: Sequence[tuple[str, str]] = (),
+        uid: str | None = None,
+        phase: str = "Running",
+        labels: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Create (or replace) a Pod bound to ``node``; returns it.
 
-        Fills in metadata; replaces an object of the same name.
+        ``claims`` are ``(request_name, claim_name)`` pairs: the pod's
+        ``spec.resourceClaims`` and, as the scheduler and kubelet leave them,
+        ``status.resourceClaimStatuses``.  Replacing a pod with the same
+        ``uid`` is an update (MODIFIED); without one it keeps the stored UID.
+        """
+        spec: dict[str, Any] = {
+            "nodeName": node,
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+        }
+        status: dict[str, Any] = {"phase": phase}
+        if claims:
+            spec["resourceClaims"] = [{"name": r, "resourceClaimName": c} for r, c in claims]
+            status["resourceClaimStatuses"] = [
+                {"name": r, "resourceClaimName": c} for r, c in claims
+            ]
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            meta["uid"] = uid
+        if labels:
+            meta["labels"] = dict(labels)
+        return self.put(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+        )
+
+    def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Store an object of any served kind (its ``kind`` decides); returns a copy.
+
+        Fills in metadata.  An object of the same name is replaced: with the
+        same (or no) ``metadata.uid`` that is an update (one MODIFIED event,
+        the stored UID and creationTimestamp kept); with another UID the old
+        one is deleted and the new one added (DELETED, then ADDED).
         """
         resource = _resource_of(obj)
         doc = json.loads(json.dumps(obj))  # a private deep copy
         meta = doc.setdefault("metadata", {})
         if not meta.get("name"):
             raise ValueError(f"a {doc.get('kind')} needs metadata.name")
-        if resource == CLAIMS and not meta.get("namespace"):
-            raise ValueError(f"ResourceClaim {meta['name']} needs metadata.namespace")
-        if resource != CLAIMS:
+        if SERVED[resource].namespaced and not meta.get("namespace"):
+            raise ValueError(f"{_KIND[resource]} {meta['name']} needs metadata.namespace")
+        if not SERVED[resource].namespaced:
             meta.pop("namespace", None)  # cluster-scoped
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", _now())
         doc["apiVersion"] = _API_VERSION[resource]
         doc["kind"] = _KIND[resource]
+        key = (meta.get("namespace", ""), meta["name"])
         with self._lock:
-            meta["resourceVersion"] = self._next_rv()
-            self._store(resource, (meta.get("namespace", ""), meta["name"]), doc)
-        copy: dict[str, Any] = json.loads(json.dumps(doc))
-        return copy
+            old = self._objects[resource].get(key)
+            if old is not None:
+                if meta.get("uid") in (None, old["metadata"].get("uid")):
+                    meta["uid"] = old["metadata"].get("uid")
+                    meta.setdefault("creationTimestamp", old["metadata"].get("creationTimestamp"))
+                else:
+                    self._commit(resource, key, None)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+            self._commit(resource, key, doc)
+            return _copy(doc)
 
     def delete_claim(self, namespace: str, name: str) -> bool:
-        """Delete a claim; ``False`` when there was none."""
+        """Delete a claim (a DELETED event); ``False`` when there was none."""
         return self._remove(CLAIMS, namespace, name)
 
     def delete_node(self, name: str) -> bool:
         return self._remove(NODES, "", name)
 
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        return self._remove(PODS, namespace, name)
+
     def delete_ip_address(self, name: str) -> bool:
         """Delete an IPAddress behind the API's back; ``False`` when there was none."""
         return self._remove(IPADDRESSES, "", name)
 
+    def delete_object(self, resource: str, namespace: str, name: str) -> bool:
+        """Delete any stored object (``namespace`` ``""`` when cluster-scoped)."""
+        if resource not in SERVED:
+            raise ValueError(f"unknown resource {resource!r}; known: {', '.join(RESOURCES)}")
+        return self._remove(resource, namespace, name)
+
     def _remove(self, resource: str, namespace: str, name: str) -> bool:
         with self._lock:
-            self._next_rv()
-            return self._drop(resource, (namespace, name)) is not None
+            return self._commit(resource, (namespace, name), None) is not None
 
     def claims(self) -> list[dict[str, Any]]:
         return self._copies(CLAIMS)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self._copies(PODS)
+
+    def leases(self) -> list[dict[str, Any]]:
+        return self._copies(LEASES)
+
+    def get_object(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of a stored object, ``None`` when absent."""
+        with self._lock:
+            obj = self._objects[resource].get((namespace, name))
+            return None if obj is None else _copy(obj)
 
     def ip_addresses(self, label_selector: str = "") -> list[dict[str, Any]]:
         """Every stored IPAddress (sorted by name) whose labels match the selector."""
@@ -510,29 +669,63 @@ class KubernetesEmulator:
         ]
 
     def ip_address(self, name: str) -> dict[str, Any] | None:
-        with self._lock:
-            obj = self._objects[IPADDRESSES].get(("", name))
-            return None if obj is None else _copy(obj)
+        return self.get_object(IPADDRESSES, "", name)
 
     def _copies(self, resource: str) -> list[dict[str, Any]]:
         with self._lock:
             return [_copy(o) for _, o in sorted(self._objects[resource].items())]
 
+    # --- what was served -----------------------------------------------------------------
+
     def calls(self, resource: str = IPADDRESSES) -> dict[str, int]:
-        """How many requests of each verb (``create``, ``get``...) reached ``resource``.
+        """How many requests of each verb (``create``, ``get``, ``watch``...) reached ``resource``.
 
         Injected failures count (the client made the call); requests the kit's
-        own faults dropped before the handler and refused tokens do not.
+        own faults dropped before the handler and refused tokens do not.  A
+        first list page read consistently (no ``resourceVersion``) counts as
+        ``list`` and as ``list-consistent``.
         """
         with self._lock:
             return {verb: n for (res, verb), n in self._calls.items() if res == resource and n}
 
+    def objects(self, resource: str = IPADDRESSES) -> dict[str, int]:
+        """How many objects each verb served from ``resource``.
+
+        List items, one per successful get/create/update, and every watch
+        event (the initial ADDED burst, BOOKMARKs and ERRORs included).
+        """
+        with self._lock:
+            return {verb: n for (res, verb), n in self._served.items() if res == resource and n}
+
+    def served(self) -> dict[str, Any]:
+        """``{"requests": {res: {verb: n}}, "objects": {...}, "watches_open": {res: n}}``."""
+        with self._lock:
+            doc: dict[str, Any] = {"requests": {}, "objects": {}}
+            for name, counter in (("requests", self._calls), ("objects", self._served)):
+                for (res, verb), n in sorted(counter.items()):
+                    if n:
+                        doc[name].setdefault(res, {})[verb] = n
+            doc["watches_open"] = self._hub.open_counts()
+            return doc
+
+    def watches_open(self, resource: str | None = None) -> int:
+        """Open watch streams (of ``resource``, or of all)."""
+        with self._lock:
+            counts = self._hub.open_counts()
+        return counts.get(resource, 0) if resource else sum(counts.values())
+
     def reset_calls(self) -> None:
+        """Zero the request and object counters (open watches are a gauge, kept)."""
         with self._lock:
             self._calls.clear()
+            self._served.clear()
+
+    def _count_objects(self, resource: str, verb: str, n: int) -> None:
+        with self._lock:
+            self._served[(resource, verb)] += n
 
     def _calls_answer(self, request: Request) -> Response:
-        """``GET CALLS_PATH``: the counts of every resource; ``DELETE``: reset them.
+        """``GET CALLS_PATH``: :meth:`served`; ``DELETE``: reset the counters, then the same.
 
         Not a Kubernetes path: how a benchmark in another process reads the
         API calls its clients made (``emulate kubernetes``).
@@ -541,11 +734,7 @@ class KubernetesEmulator:
             self.reset_calls()
         elif request.method != "GET":
             return _status(405, f"{request.method} {CALLS_PATH}: GET or DELETE")
-        with self._lock:
-            counts: dict[str, dict[str, int]] = {}
-            for (res, verb), n in sorted(self._calls.items()):
-                counts.setdefault(res, {})[verb] = n
-        return Response.json(counts)
+        return Response.json(self.served())
 
     def load(self, doc: Mapping[str, Any]) -> int:
         """Store every object of a ``kubectl get ... -o json`` answer.
@@ -601,8 +790,8 @@ class KubernetesEmulator:
 
         ``continue_only`` matches only requests for a continued page (mid-pagination);
         ``path`` only requests whose path starts with it; ``verb`` (``get``,
-        ``list``, ``create``, ``delete``) and ``resource`` (``ipaddresses``...)
-        only requests of that verb on that resource.
+        ``list``, ``watch``, ``create``, ``update``, ``delete``) and
+        ``resource`` (``ipaddresses``...) only requests of that verb on that resource.
         """
         check_verb(verb)
         if not 400 <= status <= 599 or status not in KNOWN_STATUSES:
@@ -623,8 +812,14 @@ class KubernetesEmulator:
         reset instead of sending the 2xx: the client cannot tell whether the
         write happened.
         """
-        if verb not in ("create", "delete") or resource not in _WRITABLE:
-            raise ValueError(f"only a create's or a delete's reply on {sorted(_WRITABLE)} is lost")
+        if (
+            verb not in ("create", "update", "delete")
+            or verb not in SERVED.get(resource, SERVED[NODES]).verbs
+        ):
+            raise ValueError(
+                f"only a create's, an update's or a delete's reply on {sorted(_WRITABLE)} is "
+                f"lost, and {resource} is not served with {verb}"
+            )
         with self._lock:
             self._lost.append(_LostReplies(verb, resource, times))
 
@@ -637,14 +832,50 @@ class KubernetesEmulator:
             self.fail(status, times=times, verb=verb)
         for verb, times in faults.lost_replies:
             self.lose_replies(times, verb=verb)
+        if faults.cut_watches:
+            self.cut_watches_every(faults.cut_watches)
 
     def expire_lists(self) -> None:
         """Forget every list snapshot: the next continue token answers 410 Expired."""
         with self._lock:
             self._snapshots.clear()
 
+    def cut_watches(self) -> int:
+        """Abort every open watch now (each stream is reset mid-way); returns how many.
+
+        The client sees its watch break, as when an API server restarts or a
+        load balancer drops long connections; it resumes from the last RV.
+        """
+        with self._lock:
+            return self._hub.cut_all()
+
+    def cut_watches_every(self, seconds: float) -> None:
+        """Keep cutting every open watch every ``seconds`` until :meth:`clear_faults`/stop.
+
+        One timer thread for the emulator, whatever the number of watches.
+        """
+        finite_seconds(seconds, "cut-watches interval")
+        if seconds <= 0:
+            raise ValueError("the cut-watches interval must be > 0 seconds")
+        self._stop_cutter()
+        stop = self._cutter_stop = threading.Event()
+
+        def cut() -> None:
+            while not stop.wait(seconds):
+                self.cut_watches()
+
+        self._cutter = threading.Thread(target=cut, name="kube-emulator-cut-watches", daemon=True)
+        self._cutter.start()
+
+    def _stop_cutter(self) -> None:
+        self._cutter_stop.set()
+        if self._cutter is not None:
+            self._cutter.join(timeout=5)
+            self._cutter = None
+
     def clear_faults(self) -> None:
-        """No planned failures, lost replies, latency or kit faults from now on."""
+        """No planned failures, lost replies, watch cuts, latency or kit faults from now on."""
+        self._stop_cutter()
         with self._lock:
             self._planned.clear()
             self._lost.clear()
@@ -690,172 +921,88 @@ class KubernetesEmulator:
             return _status(401, "Unauthorized")
         if request.path == CALLS_PATH:
             return self._calls_answer(request)
-        route = _route(request.path)
-        resource, namespace, name = route if route is not None else ("", None, None)
-        verb = _verb(request.method, name) if route is not None else ""
-        if route is not None and verb:
+        if request.method == "GET":
+            doc = discovery(request.path, self.emulator.host_port)
+            if doc is not None:
+                return Response(200, doc, {}, "application/json")
+        found = route(request.path)
+        resource, namespace, name = found if found is not None else ("", None, None)
+        watch = (request.arg("watch") or "").lower() in ("true", "1")
+        verb = verb_of(request.method, name, watch) if found is not None else ""
+        if found is not None and verb:
             with self._lock:
                 self._calls[(resource, verb)] += 1
         planned = self._planned_failure(request, resource, verb)
         if planned is not None:
             return _status(planned, f"injected failure: {HTTPStatus(planned).phrase}")
-        if route is None:
+        if found is None:
             return _status(
                 404, f"the server could not find the requested resource ({request.path})"
             )
-        if not verb or (verb in ("create", "delete") and resource not in _WRITABLE):
-            return _status(405, f"{request.method} is not served by this emulator for {resource}")
+        if not verb or verb not in SERVED[resource].verbs:
+            return _status(
+                405,
+                f"{request.method} ({verb or 'no verb'}) is not served by this emulator for "
+                f"{resource}; it serves {', '.join(SERVED[resource].verbs)}",
+            )
+        meta_only = _wants_metadata(request)
         if verb == "get":
-            return self._get(resource, namespace or "", name or "")
+            return self._get(resource, namespace or "", name or "", meta_only)
         if verb == "list":
-            return self._list(resource, namespace, request)
+            return self._list(resource, namespace, request, meta_only)
+        if verb == "watch":
+            return self._watch(resource, namespace, request, meta_only)
         if verb == "create":
-            response = self._create_ip_address(request)
+            response = self._create(resource, namespace or "", request)
+        elif verb == "update":
+            response = self._update(resource, namespace or "", name or "", request)
         else:
-            response = self._delete_ip_address(request, name or "")
+            response = self._delete(resource, namespace or "", name or "", request)
         if 200 <= response.status < 300 and self._reply_lost(resource, verb):
             response.abort = True
         return response
 
-    def _get(self, resource: str, namespace: str, name: str) -> Response:
+    def _get(self, resource: str, namespace: str, name: str, meta_only: bool) -> Response:
+        key = (namespace, name)
         with self._lock:
-            body = self._object_json(resource, (namespace, name))
+            body = self._meta_json(resource, key) if meta_only else self._object_json(resource, key)
+            if body is not None:
+                self._served[(resource, "get")] += 1
         if body is None:
             return _not_found(resource, name)
         return Response(200, body, {}, "application/json")
 
-    def _create_ip_address(self, request: Request) -> Response:
+    def _selectors(
+        self, resource: str, request: Request
+    ) -> tuple[LabelSelector, FieldSelector] | Response:
         try:
-            doc = json.loads(request.body or b"null")
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            return _status(
-                400, "the body of the request was in an unknown format: not a JSON object"
-            )
-        api_version = doc.get("apiVersion", _API_VERSION[IPADDRESSES])
-        if doc.get("kind", "IPAddress") != "IPAddress" or api_version != _API_VERSION[IPADDRESSES]:
-            return _status(
-                400,
-                f"the object's kind/apiVersion ({doc.get('kind')}/{api_version}) is not "
-                f"IPAddress/{_API_VERSION[IPADDRESSES]}",
-            )
-        raw_meta = doc.get("metadata")
-        meta_in: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        name = str(meta_in.get("name") or meta_in.get("generateName") or "")
-        causes = ip_address_causes(doc)
-        if causes:
-            listed = [f"{c['field']}: {c['message']}" for c in causes]
-            text = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
-            return _status(
-                422,
-                f'IPAddress.networking.k8s.io "{name}" is invalid: {text}',
-                name=name,
-                resource=IPADDRESSES,
-                kind="IPAddress",
-                causes=causes,
-            )
-        meta = {k: v for k, v in meta_in.items() if k not in _SERVER_META}
-        parent = doc["spec"]["parentRef"]
-        stored = {
-            "kind": "IPAddress",
-            "apiVersion": _API_VERSION[IPADDRESSES],
-            "metadata": meta,
-            "spec": {
-                "parentRef": {
-                    k: str(parent[k])
-                    for k in ("group", "resource", "namespace", "name")
-                    if parent.get(k)
-                }
-            },
-        }
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = _now()
-        meta["generation"] = 1
-        key = ("", name)
-        with self._lock:
-            store = self._objects[IPADDRESSES]
-            if key in store:
-                taken = True
-            else:
-                taken = False
-                meta["resourceVersion"] = self._next_rv()
-                self._store(IPADDRESSES, key, stored)
-                body = self._object_json(IPADDRESSES, key) or ""
-        if taken:
-            return _status(
-                409,
-                f'{_QUALIFIED[IPADDRESSES]} "{name}" already exists',
-                name=name,
-                resource=IPADDRESSES,
-                reason="AlreadyExists",
-            )
-        return Response(201, body, {}, "application/json")
+            labels = LabelSelector(request.arg("labelSelector") or "")
+        except SelectorError as exc:
+            return _status(400, f"labelSelector: {exc}")
+        try:
+            fields = FieldSelector(request.arg("fieldSelector") or "", SERVED[resource].fields)
+        except SelectorError as exc:
+            return _status(400, f"fieldSelector: {exc}")
+        return labels, fields
 
-    def _delete_ip_address(self, request: Request, name: str) -> Response:
-        options: Any = {}
-        if request.body.strip():
-            try:
-                options = json.loads(request.body)
-            except ValueError:
-                options = None
-        pre = options.get("preconditions") if isinstance(options, dict) else None
-        if not isinstance(options, dict) or not isinstance(pre, (dict, type(None))):
-            return _status(
-                400, "the body of the request was in an unknown format: not DeleteOptions"
-            )
-        pre = pre or {}
-        with self._lock:
-            store = self._objects[IPADDRESSES]
-            obj = store.get(("", name))
-            conflict = None
-            if obj is not None:
-                meta = obj["metadata"]
-                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                    want = pre.get(field)
-                    if want is not None and want != meta.get(field):
-                        conflict = (
-                            f"Precondition failed: {label} in precondition: {want}, "
-                            f"{label} in object meta: {meta.get(field)}"
-                        )
-                        break
-                if conflict is None:
-                    self._drop(IPADDRESSES, ("", name))
-                    self._next_rv()
-        if obj is None:
-            return _not_found(IPADDRESSES, name)
-        if conflict is not None:
-            return _status(
-                409,
-                f'Operation cannot be fulfilled on {_QUALIFIED[IPADDRESSES]} "{name}": {conflict}',
-                name=name,
-                resource=IPADDRESSES,
-            )
-        done = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "details": {
-                "name": name,
-                "group": _GROUP[IPADDRESSES],
-                "kind": IPADDRESSES,
-                "uid": obj["metadata"].get("uid", ""),
-            },
-        }
-        return Response(200, json.dumps(done), {}, "application/json")
-
-    def _list(self, resource: str, namespace: str | None, request: Request) -> Response:
+    def _list(
+        self, resource: str, namespace: str | None, request: Request, meta_only: bool
+    ) -> Response:
         limit_text = request.arg("limit") or "0"
         try:
             limit = int(limit_text)
         except ValueError:
             return _status(400, f"limit: invalid value {limit_text!r}")
-        try:
-            selector = LabelSelector(request.arg("labelSelector") or "")
-        except SelectorError as exc:
-            return _status(400, f"labelSelector: {exc}")
+        selectors = self._selectors(resource, request)
+        if isinstance(selectors, Response):
+            return selectors
+        labels, fields = selectors
         token = request.arg("continue") or ""
+        consistent = (
+            not token
+            and not request.arg("resourceVersion")
+            and request.arg("resourceVersionMatch") != "NotOlderThan"
+        )
         with self._lock:
             if token:
                 decoded = _decode_continue(token)
@@ -873,10 +1020,11 @@ class KubernetesEmulator:
                 rv = str(self._rv)
                 items_json = self._items[resource]
                 snapshot = [
-                    items_json[key]
+                    self._meta_json(resource, key) or "{}" if meta_only else items_json[key]
                     for key, obj in sorted(self._objects[resource].items())
                     if (namespace is None or key[0] == namespace)
-                    and selector.matches(obj["metadata"].get("labels") or {})
+                    and labels.matches(obj["metadata"].get("labels") or {})
+                    and fields.matches(obj)
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
@@ -891,20 +1039,347 @@ class KubernetesEmulator:
             if end < len(snapshot):
                 meta["continue"] = _encode_continue(snap_id, end, rv)
                 meta["remainingItemCount"] = len(snapshot) - end
+            self._served[(resource, "list")] += len(items)
+            if consistent:
+                self._calls[(resource, "list-consistent")] += 1
+                self._served[(resource, "list-consistent")] += len(items)
         head = json.dumps(
             {
-                "kind": f"{_KIND[resource]}List",
-                "apiVersion": _API_VERSION[resource],
+                "kind": "PartialObjectMetadataList" if meta_only else f"{_KIND[resource]}List",
+                "apiVersion": META_GROUP_VERSION if meta_only else _API_VERSION[resource],
                 "metadata": meta,
             }
         )
         body = head[:-1] + ', "items": [' + ", ".join(items) + "]}"
         return Response(200, body, {}, "application/json")
 
+    def _watch(
+        self, resource: str, namespace: str | None, request: Request, meta_only: bool
+    ) -> Response:
+        """``?watch=true``: a chunked stream of events (:mod:`.kube_watch`)."""
+        selectors = self._selectors(resource, request)
+        if isinstance(selectors, Response):
+            return selectors
+        labels, fields = selectors
+        rv_text = request.arg("resourceVersion") or ""
+        timeout_text = request.arg("timeoutSeconds") or ""
+        try:
+            since = int(rv_text) if rv_text not in ("", "0") else None
+            timeout = float(int(timeout_text)) if timeout_text else MAX_WATCH_SECONDS
+        except ValueError:
+            return _status(400, f"resourceVersion {rv_text!r} / timeoutSeconds {timeout_text!r}")
+        timeout = min(max(timeout, 0.0), MAX_WATCH_SECONDS)
+        bookmarks = (request.arg("allowWatchBookmarks") or "").lower() in ("true", "1")
+        expired = ""
+        first: list[tuple[str, str]] = []
+        with self._lock:
+            replay: list[WatchEvent] = []
+            if since is not None:
+                try:
+                    replay = self._hub.since(since)
+                except WatchExpired as exc:
+                    expired = str(exc)
+            if expired:
+                self._served[(resource, "watch")] += 1
+            else:
+                w = self._hub.open(
+                    resource,
+                    namespace=namespace,
+                    labels=labels,
+                    fields=fields,
+                    metadata_only=meta_only,
+                )
+                if since is None:
+                    for key, obj in sorted(self._objects[resource].items()):
+                        if w.matches(obj):
+                            body = (
+                                self._meta_json(resource, key)
+                                if meta_only
+                                else self._object_json(resource, key)
+                            )
+                            first.append(("ADDED", body or "{}"))
+        if expired:
+            status = status_object(410, expired, reason="Expired")
+            return Response(200, "", {}, "application/json", stream=iter([error_line(status)]))
+        for e in replay:  # events are immutable: filtered and encoded outside the lock
+            seen = w.view(e)
+            if seen is not None:
+                first.append((seen[0], self._encode_event(w, seen[0], e, seen[1])))
+
+        def bookmark() -> str:  # runs under the lock
+            kind, api_version = (
+                ("PartialObjectMetadata", META_GROUP_VERSION)
+                if meta_only
+                else (_KIND[resource], _API_VERSION[resource])
+            )
+            return json.dumps(
+                {
+                    "kind": kind,
+                    "apiVersion": api_version,
+                    "metadata": {"resourceVersion": str(self._rv)},
+                }
+            )
+
+        stream = self._hub.stream(
+            w,
+            first,
+            encode=self._encode_event,
+            bookmark=bookmark if bookmarks else None,
+            bookmark_interval=self.bookmark_interval,
+            timeout=timeout,
+            count=lambda n: self._count_objects(resource, "watch", n),
+        )
+        return Response(200, "", {}, "application/json", stream=stream)
+
+    @staticmethod
+    def _encode_event(w: Watcher, kind: str, e: WatchEvent, use_prev: bool) -> str:
+        """An event's object as this watch sees it (no lock needed: events are immutable)."""
+        if use_prev and e.prev is not None:
+            obj: Mapping[str, Any] = {
+                **e.prev,
+                "metadata": {**e.prev.get("metadata", {}), "resourceVersion": str(e.rv)},
+            }
+            return _partial_json(obj) if w.metadata_only else json.dumps(obj)
+        return _partial_json(e.obj) if w.metadata_only else e.json
+
+    def _body(self, request: Request) -> dict[str, Any] | Response:
+        try:
+            doc = json.loads(request.body or b"null")
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            return _status(
+                400, "the body of the request was in an unknown format: not a JSON object"
+            )
+        return doc
+
+    def _check_kind(self, resource: str, doc: Mapping[str, Any]) -> Response | None:
+        api_version = doc.get("apiVersion", _API_VERSION[resource])
+        kind = doc.get("kind", _KIND[resource])
+        if kind != _KIND[resource] or api_version != _API_VERSION[resource]:
+            return _status(
+                400,
+                f"the object's kind/apiVersion ({kind}/{api_version}) is not "
+                f"{_KIND[resource]}/{_API_VERSION[resource]}",
+            )
+        return None
+
+    def _create(self, resource: str, namespace: str, request: Request) -> Response:
+        doc = self._body(request)
+        if isinstance(doc, Response):
+            return doc
+        bad = self._check_kind(resource, doc)
+        if bad is not None:
+            return bad
+        raw_meta = doc.get("metadata")
+        meta_in: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        name = str(meta_in.get("name") or meta_in.get("generateName") or "")
+        if resource == IPADDRESSES:
+            causes = ip_address_causes(doc)
+        elif not meta_in.get("name"):
+            causes = [
+                {
+                    "reason": "FieldValueRequired",
+                    "message": "Required value: name or generateName is required",
+                    "field": "metadata.name",
+                }
+            ]
+        else:
+            causes = []
+        if causes:
+            listed = [f"{c['field']}: {c['message']}" for c in causes]
+            text = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
+            return _status(
+                422,
+                f'{_KIND[resource]}.{_GROUP[resource]} "{name}" is invalid: {text}',
+                name=name,
+                resource=resource,
+                kind=_KIND[resource],
+                causes=causes,
+            )
+        body_ns = meta_in.get("namespace")
+        if SERVED[resource].namespaced and body_ns and body_ns != namespace:
+            return _status(
+                400,
+                f"the namespace of the provided object ({body_ns}) does not match the "
+                f"namespace sent on the request ({namespace})",
+            )
+        meta = {k: v for k, v in meta_in.items() if k not in _SERVER_META}
+        if SERVED[resource].namespaced:
+            meta["namespace"] = namespace
+        stored: dict[str, Any] = {
+            "kind": _KIND[resource],
+            "apiVersion": _API_VERSION[resource],
+            "metadata": meta,
+        }
+        if resource == IPADDRESSES:
+            parent = doc["spec"]["parentRef"]
+            stored["spec"] = {
+                "parentRef": {
+                    k: str(parent[k])
+                    for k in ("group", "resource", "namespace", "name")
+                    if parent.get(k)
+                }
+            }
+            meta["generation"] = 1
+        else:
+            stored.update({k: v for k, v in doc.items() if k not in stored and k != "status"})
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        key = (namespace if SERVED[resource].namespaced else "", name)
+        with self._lock:
+            taken = key in self._objects[resource]
+            if not taken:
+                self._commit(resource, key, stored)
+                self._served[(resource, "create")] += 1
+                body = self._object_json(resource, key) or ""
+        if taken:
+            return _status(
+                409,
+                f'{_QUALIFIED[resource]} "{name}" already exists',
+                name=name,
+                resource=resource,
+                reason="AlreadyExists",
+            )
+        return Response(201, body, {}, "application/json")
+
+    def _update(self, resource: str, namespace: str, name: str, request: Request) -> Response:
+        """PUT: replace the object; a ``metadata.resourceVersion`` not the stored one is 409."""
+        doc = self._body(request)
+        if isinstance(doc, Response):
+            return doc
+        bad = self._check_kind(resource, doc)
+        if bad is not None:
+            return bad
+        raw_meta = doc.get("metadata")
+        meta_in: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        if meta_in.get("name") != name:
+            return _status(
+                400,
+                f"the name of the object ({meta_in.get('name')}) does not match the name on "
+                f"the URL ({name})",
+            )
+        body_ns = meta_in.get("namespace")
+        if SERVED[resource].namespaced and body_ns and body_ns != namespace:
+            return _status(
+                400,
+                f"the namespace of the provided object ({body_ns}) does not match the "
+                f"namespace sent on the request ({namespace})",
+            )
+        want_rv = meta_in.get("resourceVersion")
+        key = (namespace if SERVED[resource].namespaced else "", name)
+        with self._lock:
+            old = self._objects[resource].get(key)
+            conflict = (
+                old is not None and bool(want_rv) and want_rv != old["metadata"]["resourceVersion"]
+            )
+            if old is not None and not conflict:
+                meta = {k: v for k, v in meta_in.items() if k not in _SERVER_META}
+                for field in ("uid", "creationTimestamp", "generation"):
+                    if field in old["metadata"]:
+                        meta[field] = old["metadata"][field]
+                if SERVED[resource].namespaced:
+                    meta["namespace"] = namespace
+                stored = {k: v for k, v in doc.items() if k not in ("metadata", "status")}
+                stored.update(
+                    kind=_KIND[resource], apiVersion=_API_VERSION[resource], metadata=meta
+                )
+                if "status" in old:
+                    stored["status"] = old["status"]  # status is its own subresource
+                self._commit(resource, key, stored)
+                self._served[(resource, "update")] += 1
+                body = self._object_json(resource, key) or ""
+        if old is None:
+            return _not_found(resource, name)
+        if conflict:
+            return _status(
+                409,
+                f'Operation cannot be fulfilled on {_QUALIFIED[resource]} "{name}": the object '
+                "has been modified; please apply your changes to the latest version and try again",
+                name=name,
+                resource=resource,
+                reason="Conflict",
+            )
+        return Response(200, body, {}, "application/json")
+
+    def _delete(self, resource: str, namespace: str, name: str, request: Request) -> Response:
+        options: Any = {}
+        if request.body.strip():
+            try:
+                options = json.loads(request.body)
+            except ValueError:
+                options = None
+        pre = options.get("preconditions") if isinstance(options, dict) else None
+        if not isinstance(options, dict) or not isinstance(pre, (dict, type(None))):
+            return _status(
+                400, "the body of the request was in an unknown format: not DeleteOptions"
+            )
+        pre = pre or {}
+        key = (namespace, name)
+        with self._lock:
+            obj = self._objects[resource].get(key)
+            conflict = None
+            if obj is not None:
+                meta = obj["metadata"]
+                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                    want = pre.get(field)
+                    if want is not None and want != meta.get(field):
+                        conflict = (
+                            f"Precondition failed: {label} in precondition: {want}, "
+                            f"{label} in object meta: {meta.get(field)}"
+                        )
+                        break
+                if conflict is None:
+                    self._commit(resource, key, None)
+        if obj is None:
+            return _not_found(resource, name)
+        if conflict is not None:
+            return _status(
+                409,
+                f'Operation cannot be fulfilled on {_QUALIFIED[resource]} "{name}": {conflict}',
+                name=name,
+                resource=resource,
+            )
+        details: dict[str, Any] = {"name": name}
+        if _GROUP[resource]:
+            details["group"] = _GROUP[resource]
+        details["kind"] = resource
+        details["uid"] = obj["metadata"].get("uid", "")
+        done = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": details,
+        }
+        return Response(200, json.dumps(done), {}, "application/json")
+
 
 def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
     copy: dict[str, Any] = json.loads(json.dumps(obj))
     return copy
+
+
+def _partial_json(obj: Mapping[str, Any]) -> str:
+    return json.dumps(
+        {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": META_GROUP_VERSION,
+            "metadata": obj.get("metadata", {}),
+        }
+    )
+
+
+def _wants_metadata(request: Request) -> bool:
+    """Whether ``Accept`` prefers ``as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1``."""
+    for media in request.headers.get("Accept", "").split(","):
+        params = dict(p.strip().split("=", 1) for p in media.split(";")[1:] if "=" in p)
+        wanted = params.get("as")
+        if wanted is None:
+            return False  # plain JSON comes first
+        if wanted.startswith("PartialObjectMetadata") and params.get("g") == "meta.k8s.io":
+            return True
+    return False
 
 
 def _resource_of(obj: Mapping[str, Any]) -> str:
@@ -913,40 +1388,8 @@ def _resource_of(obj: Mapping[str, Any]) -> str:
         if kind == name:
             return resource
     raise ValueError(
-        "the kubernetes emulator serves ResourceClaim, Node, Namespace and IPAddress objects, "
-        f"not {kind!r}"
+        f"the kubernetes emulator serves {', '.join(_KIND.values())} objects, not {kind!r}"
     )
-
-
-def _route(path: str) -> tuple[str, str | None, str | None] | None:
-    """(resource, namespace, name) for a served path, else ``None``."""
-    parts = [p for p in path.split("/") if p]
-    if parts[:3] == ["apis", "resource.k8s.io", "v1"]:
-        rest = parts[3:]
-        if rest == [CLAIMS]:
-            return CLAIMS, None, None
-        if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] == CLAIMS:
-            return CLAIMS, rest[1], rest[3] if len(rest) == 4 else None
-    elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
-        rest = parts[3:]
-        if rest[:1] == [IPADDRESSES] and len(rest) <= 2:
-            return IPADDRESSES, "", rest[1] if len(rest) == 2 else None
-    elif parts[:2] == ["api", "v1"]:
-        rest = parts[2:]
-        if len(rest) in (1, 2) and rest[0] in (NODES, NAMESPACES):
-            return rest[0], "", rest[1] if len(rest) == 2 else None
-    return None
-
-
-def _verb(method: str, name: str | None) -> str:
-    """The Kubernetes verb of a request on a served path, ``""`` when there is none."""
-    if method == "GET":
-        return "list" if name is None else "get"
-    if method == "POST" and name is None:
-        return "create"
-    if method == "DELETE" and name is not None:
-        return "delete"
-    return ""
 
 
 def _not_found(resource: str, name: str) -> Response:
@@ -982,6 +1425,7 @@ def kubernetes_emulator(
     cluster_uid: str | None = None,
     latency: float = 0.0,
     api_faults: str | None = None,
+    bookmark_interval: float = 60.0,
 ) -> KubernetesEmulator:
     """An emulator loaded from a ``kubectl get ... -o json`` file and/or objects."""
     emu = KubernetesEmulator(
@@ -990,6 +1434,7 @@ def kubernetes_emulator(
         cluster_uid=cluster_uid,
         latency=latency,
         api_faults=api_faults,
+        bookmark_interval=bookmark_interval,
     )
     if fixture is not None:
         emu.load_file(fixture)

@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-__all__ = ["Handler", "Headers", "LoggedRequest", "Request", "Response"]
+__all__ = ["Handler", "Headers", "LoggedRequest", "Request", "Response", "StreamAborted"]
+
+
+class StreamAborted(Exception):
+    """Raised by a :attr:`Response.stream` to reset the connection mid-stream.
+
+    The client sees the stream break without its final chunk, as when a
+    connection through a load balancer is cut; a stream that simply returns
+    ends cleanly instead.
+    """
 
 
 class Headers(Mapping[str, str]):
@@ -74,6 +83,11 @@ class Response:
     never learns: the connection is closed without an HTTP answer, as when a
     reply is lost on the network.  The log records the status with the fault
     ``"lost-reply"``.
+
+    ``stream``: the body comes from this iterator instead of ``body``, sent
+    chunked, each piece as soon as it is produced (a Kubernetes watch).  The
+    server closes the iterator when the client goes away; the iterator raises
+    :class:`StreamAborted` to reset the connection instead of ending cleanly.
     """
 
     status: int = 200
@@ -81,6 +95,7 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "text/plain"
     abort: bool = False
+    stream: Iterator[bytes] | None = None
 
     @classmethod
     def json(

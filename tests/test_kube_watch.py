@@ -1,0 +1,404 @@
+"""The Kubernetes emulator's watch, history, Leases, Pods and counters, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from dranet_cloud.testing.kube_faults import parse_api_faults
+from dranet_cloud.testing.kubernetes import CALLS_PATH, KubernetesEmulator
+
+IP = "/apis/networking.k8s.io/v1/ipaddresses"
+PODS = "/api/v1/pods"
+NODES = "/api/v1/nodes"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+META = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[KubernetesEmulator, httpx.Client]]:
+    with KubernetesEmulator(bookmark_interval=0.2) as emu:
+        headers = {"Authorization": f"Bearer {emu.token}"}
+        with httpx.Client(base_url=emu.url, headers=headers, timeout=10) as client:
+            yield emu, client
+
+
+def watch(
+    client: httpx.Client,
+    path: str,
+    *,
+    until: Callable[[list[dict[str, Any]]], bool] = lambda events: False,
+    headers: dict[str, str] | None = None,
+    **params: str,
+) -> list[dict[str, Any]]:
+    """The events of one watch, read until ``until(events)`` or the stream's end."""
+    events: list[dict[str, Any]] = []
+    with client.stream(
+        "GET", path, params={"watch": "true", **params}, headers=headers or {}
+    ) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"] == "application/json"
+        assert stream.headers["transfer-encoding"] == "chunked"
+        for line in stream.iter_lines():
+            if line:
+                events.append(json.loads(line))
+                if until(events):
+                    break
+    return events
+
+
+def when_watching(kube: KubernetesEmulator, resource: str, *steps: Callable[[], object]) -> None:
+    def run() -> None:
+        deadline = threading.Event()
+        for _ in range(500):
+            if kube.watches_open(resource):
+                break
+            deadline.wait(0.01)
+        for step in steps:
+            step()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def names(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["type"], e["object"]["metadata"].get("name", "")) for e in events]
+
+
+def test_every_object_has_a_global_resource_version_and_changes_are_ordered(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    a = kube.add_node("n1")
+    b = kube.add_ip_address("10.0.0.1")
+    c = kube.add_claim("ns", "c1")
+    rvs = [int(o["metadata"]["resourceVersion"]) for o in (a, b, c)]
+    assert rvs == sorted(rvs) and len(set(rvs)) == 3  # one counter for every resource
+    listed = client.get(IP).json()
+    rv = listed["metadata"]["resourceVersion"]
+    assert int(rv) == rvs[-1]
+
+    when_watching(
+        kube,
+        "ipaddresses",
+        lambda: kube.add_ip_address("10.0.0.2"),
+        lambda: kube.add_node("n2"),  # another resource: not in this watch
+        lambda: kube.add_ip_address("10.0.0.2", labels={"x": "y"}),  # an update
+        lambda: kube.delete_ip_address("10.0.0.1"),
+    )
+    events = watch(client, IP, resourceVersion=rv, until=lambda ev: len(ev) == 3)
+    assert names(events) == [
+        ("ADDED", "10.0.0.2"),
+        ("MODIFIED", "10.0.0.2"),
+        ("DELETED", "10.0.0.1"),
+    ]
+    seen = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert seen == sorted(seen) and seen[0] > int(rv)
+    assert events[0]["object"]["kind"] == "IPAddress"
+    assert events[1]["object"]["metadata"]["labels"] == {"x": "y"}
+    # the DELETED object carries the deletion's RV, after the update's
+    assert seen[2] > seen[1]
+
+
+def test_watch_from_an_old_rv_replays_the_history_then_follows(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    rv = client.get(NODES).json()["metadata"]["resourceVersion"]
+    kube.add_node("n1")
+    kube.add_node("n2")
+    kube.delete_node("n1")
+    when_watching(kube, "nodes", lambda: kube.add_node("n3"))
+    events = watch(client, NODES, resourceVersion=rv, until=lambda ev: len(ev) == 4)
+    assert names(events) == [("ADDED", "n1"), ("ADDED", "n2"), ("DELETED", "n1"), ("ADDED", "n3")]
+
+
+def test_watch_without_rv_starts_with_an_added_per_object(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    kube.add_claim("a", "c1")
+    kube.add_claim("b", "c2")
+    for rv in ("", "0"):
+        events = watch(client, CLAIMS, resourceVersion=rv, until=lambda ev: len(ev) == 2)
+        assert sorted(names(events)) == [("ADDED", "c1"), ("ADDED", "c2")]
+    one_ns = watch(
+        client,
+        "/apis/resource.k8s.io/v1/namespaces/b/resourceclaims",
+        until=lambda ev: len(ev) == 1,
+    )
+    assert names(one_ns) == [("ADDED", "c2")]
+
+
+def test_bookmarks_carry_the_current_rv_and_timeout_ends_the_stream(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    rv = kube.resource_version
+    kube.add_node("elsewhere")  # a change of another resource moves the RV too
+    events = watch(client, PODS, resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds="1")
+    # the stream ended by itself (timeoutSeconds) after several bookmarks (0.2 s apart)
+    assert len(events) >= 2 and {e["type"] for e in events} == {"BOOKMARK"}
+    mark = events[-1]["object"]
+    assert mark["kind"] == "Pod" and mark["apiVersion"] == "v1"
+    assert mark["metadata"]["resourceVersion"] == kube.resource_version
+    assert not watch(client, PODS, resourceVersion=rv, timeoutSeconds="1")  # no bookmarks asked
+    assert kube.watches_open() == 0
+
+
+def test_an_rv_older_than_the_window_is_expired() -> None:
+    with KubernetesEmulator(watch_window=3) as kube:
+        client = httpx.Client(base_url=kube.url, headers={"Authorization": f"Bearer {kube.token}"})
+        old = kube.resource_version
+        for i in range(8):
+            kube.add_ip_address(f"10.0.0.{i + 1}")
+        events = watch(client, IP, resourceVersion=old)
+        assert len(events) == 1 and events[0]["type"] == "ERROR"
+        status = events[0]["object"]
+        assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+        recent = str(int(kube.resource_version) - 2)
+        assert names(watch(client, IP, resourceVersion=recent, until=lambda ev: len(ev) == 2)) == [
+            ("ADDED", "10.0.0.7"),
+            ("ADDED", "10.0.0.8"),
+        ]
+        kube.compact()
+        assert watch(client, IP, resourceVersion=recent)[0]["object"]["code"] == 410
+        client.close()
+
+
+def test_selectors_filter_lists_and_watches(api: tuple[KubernetesEmulator, httpx.Client]) -> None:
+    kube, client = api
+    kube.add_pod("ns", "p1", node="n1", claims=[("nic", "c1")])
+    kube.add_pod("ns", "p2", node="n2")
+    kube.add_pod("other", "p3", node="n1")
+    mine = client.get(PODS, params={"fieldSelector": "spec.nodeName=n1"}).json()
+    assert [p["metadata"]["name"] for p in mine["items"]] == ["p1", "p3"]
+    assert mine["items"][0]["spec"]["resourceClaims"] == [
+        {"name": "nic", "resourceClaimName": "c1"}
+    ]
+    assert mine["items"][0]["status"]["resourceClaimStatuses"] == [
+        {"name": "nic", "resourceClaimName": "c1"}
+    ]
+    both = client.get(
+        "/api/v1/namespaces/ns/pods", params={"fieldSelector": "spec.nodeName!=n2"}
+    ).json()
+    assert [p["metadata"]["name"] for p in both["items"]] == ["p1"]
+    bad = client.get(PODS, params={"fieldSelector": "spec.hostname=x"})
+    assert bad.status_code == 400 and "field label not supported" in bad.json()["message"]
+    bad = client.get(IP, params={"fieldSelector": "spec.nodeName=x"})
+    assert bad.status_code == 400
+
+    rv = mine["metadata"]["resourceVersion"]
+    when_watching(
+        kube,
+        "pods",
+        lambda: kube.add_pod("ns", "p4", node="n2"),  # another node: not seen
+        lambda: kube.add_pod("ns", "p5", node="n1", labels={"app": "x"}),
+        lambda: kube.delete_pod("ns", "p2"),  # another node: not seen
+        lambda: kube.delete_pod("other", "p3"),
+    )
+    events = watch(
+        client,
+        PODS,
+        resourceVersion=rv,
+        fieldSelector="spec.nodeName=n1",
+        until=lambda e: len(e) == 2,
+    )
+    assert names(events) == [("ADDED", "p5"), ("DELETED", "p3")]
+
+    rv = kube.resource_version
+    when_watching(
+        kube,
+        "pods",
+        lambda: kube.add_pod("ns", "p5", node="n1", labels={"app": "y"}),  # stops matching
+        lambda: kube.add_pod("ns", "p4", node="n2", labels={"app": "x"}),  # starts matching
+        lambda: kube.add_pod("ns", "p6", node="n2", labels={"app": "x"}),
+    )
+    events = watch(
+        client, PODS, resourceVersion=rv, labelSelector="app=x", until=lambda e: len(e) == 3
+    )
+    assert names(events) == [("DELETED", "p5"), ("ADDED", "p4"), ("ADDED", "p6")]
+    assert events[0]["object"]["metadata"]["labels"] == {"app": "x"}  # its last matching state
+
+
+def test_leases_have_optimistic_concurrency(api: tuple[KubernetesEmulator, httpx.Client]) -> None:
+    kube, client = api
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "reclaimer"},
+        "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 15},
+    }
+    made = client.post(LEASES, json=body)
+    assert made.status_code == 201
+    lease = made.json()
+    assert (
+        lease["metadata"]["namespace"] == "kube-system"
+        and lease["spec"]["holderIdentity"] == "node-a"
+    )
+    taken = client.post(LEASES, json=body)
+    assert taken.status_code == 409 and taken.json()["reason"] == "AlreadyExists"
+
+    lease["spec"]["holderIdentity"] = "node-b"
+    renewed = client.put(f"{LEASES}/reclaimer", json=lease)
+    assert renewed.status_code == 200
+    assert renewed.json()["metadata"]["uid"] == lease["metadata"]["uid"]
+    stale = dict(lease, spec={"holderIdentity": "node-c"})  # still the first RV
+    conflict = client.put(f"{LEASES}/reclaimer", json=stale)
+    assert conflict.status_code == 409 and conflict.json()["reason"] == "Conflict"
+    assert client.get(f"{LEASES}/reclaimer").json()["spec"]["holderIdentity"] == "node-b"
+    blind = dict(stale, metadata={"name": "reclaimer"})  # no RV: unconditional
+    assert client.put(f"{LEASES}/reclaimer", json=blind).status_code == 200
+    assert kube.leases()[0]["spec"] == {"holderIdentity": "node-c"}
+    assert client.put(f"{LEASES}/other", json=blind).status_code == 400  # name differs
+    assert (
+        client.put(f"{LEASES}/nope", json=dict(blind, metadata={"name": "nope"})).status_code == 404
+    )
+    listed = client.get(LEASES).json()
+    assert listed["kind"] == "LeaseList" and len(listed["items"]) == 1
+    assert client.delete(f"{LEASES}/reclaimer").status_code == 200
+    assert client.get(f"{LEASES}/reclaimer").status_code == 404
+    events = watch(
+        client, LEASES, resourceVersion=lease["metadata"]["resourceVersion"], timeoutSeconds="1"
+    )
+    assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED", "DELETED"]
+    assert kube.calls("leases") == {
+        "create": 2,
+        "update": 5,
+        "get": 2,
+        "list": 1,
+        "list-consistent": 1,
+        "delete": 1,
+        "watch": 1,
+    }
+
+
+def test_counters_count_requests_and_objects(api: tuple[KubernetesEmulator, httpx.Client]) -> None:
+    kube, client = api
+    for i in range(5):
+        kube.add_node(f"n{i}")
+    client.get(NODES)  # consistent: no resourceVersion
+    page = client.get(NODES, params={"limit": "2"}).json()
+    client.get(NODES, params={"limit": "2", "continue": page["metadata"]["continue"]})
+    client.get(NODES, params={"resourceVersion": "0"})  # from the watch cache
+    client.get(f"{NODES}/n1")
+    client.get(f"{NODES}/missing")
+    events = watch(
+        client, NODES, resourceVersion="0", allowWatchBookmarks="true", timeoutSeconds="1"
+    )
+    bookmarks = sum(e["type"] == "BOOKMARK" for e in events)
+    assert bookmarks >= 1 and len(events) == 5 + bookmarks
+    assert kube.calls("nodes") == {"list": 4, "list-consistent": 2, "get": 2, "watch": 1}
+    assert kube.objects("nodes") == {
+        "list": 5 + 2 + 2 + 5,
+        "list-consistent": 5 + 2,
+        "get": 1,
+        "watch": 5 + bookmarks,
+    }
+    doc = client.get(CALLS_PATH).json()
+    assert doc["requests"]["nodes"]["watch"] == 1 and doc["objects"]["nodes"]["get"] == 1
+    assert doc["watches_open"] == {}
+
+    opened = threading.Event()
+    with client.stream("GET", PODS, params={"watch": "1"}) as stream:
+        assert stream.status_code == 200
+        for _ in range(500):
+            if client.get(CALLS_PATH).json()["watches_open"] == {"pods": 1}:
+                opened.set()
+                break
+            threading.Event().wait(0.01)
+    assert opened.is_set()
+    assert client.delete(CALLS_PATH).json()["requests"] == {}
+    assert kube.calls("nodes") == {} and kube.objects("nodes") == {}
+
+
+def test_cut_watches_resets_every_open_stream(api: tuple[KubernetesEmulator, httpx.Client]) -> None:
+    kube, client = api
+    kube.add_node("n1")
+    when_watching(kube, "nodes", kube.cut_watches)
+    with pytest.raises(httpx.HTTPError):
+        watch(client, NODES, resourceVersion="0")  # the stream breaks, no clean end
+    assert kube.watches_open() == 0
+
+    assert parse_api_faults("cut-watches=0.3").cut_watches == 0.3
+    with pytest.raises(ValueError, match="cut-watches"):
+        parse_api_faults("cut-watches=0")
+    kube.apply_api_faults("cut-watches=0.3")
+    for _ in range(2):  # cut again and again
+        with pytest.raises(httpx.HTTPError):
+            watch(client, NODES, resourceVersion="0", timeoutSeconds="30")
+    kube.clear_faults()
+    assert len(watch(client, NODES, resourceVersion="0", timeoutSeconds="1")) == 1
+
+
+def test_a_watch_that_does_not_read_is_cut_off() -> None:
+    with KubernetesEmulator(watch_queue_limit=5) as kube:
+        headers = {"Authorization": f"Bearer {kube.token}"}
+        with httpx.Client(base_url=kube.url, headers=headers, timeout=10) as client:
+            rv = kube.resource_version
+            done = threading.Event()
+
+            def flood() -> None:
+                while kube.watches_open("nodes") == 0:
+                    done.wait(0.01)
+                # 200 commits under the store lock: the watcher cannot drain any meanwhile,
+                # as a client that does not read cannot
+                with kube._lock:
+                    for i in range(200):
+                        node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": f"n{i}"}}
+                        kube._commit("nodes", ("", f"n{i}"), node)
+
+            t = threading.Thread(target=flood)
+            t.start()
+            events = watch(client, NODES, resourceVersion=rv, timeoutSeconds="30")
+            t.join()
+            # the stream ended at once (not at the 30 s deadline), without the 200 events
+            assert events == []
+            assert kube.watches_open() == 0
+
+
+def test_metadata_only_answers(api: tuple[KubernetesEmulator, httpx.Client]) -> None:
+    kube, client = api
+    kube.add_pod("ns", "p1", node="n1", labels={"app": "x"})
+    listed = client.get(PODS, headers={"Accept": META_LIST}).json()
+    assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    item = listed["items"][0]
+    assert item["kind"] == "PartialObjectMetadata" and set(item) == {
+        "kind",
+        "apiVersion",
+        "metadata",
+    }
+    assert item["metadata"]["labels"] == {"app": "x"}
+    one = client.get("/api/v1/namespaces/ns/pods/p1", headers={"Accept": META}).json()
+    assert one["kind"] == "PartialObjectMetadata" and "spec" not in one
+    full = client.get("/api/v1/namespaces/ns/pods/p1", headers={"Accept": "application/json"})
+    assert full.json()["kind"] == "Pod" and full.json()["spec"]["nodeName"] == "n1"
+    when_watching(kube, "pods", lambda: kube.add_pod("ns", "p2", node="n1"))
+    events = watch(client, PODS, headers={"Accept": META}, until=lambda e: len(e) == 2)
+    assert names(events) == [("ADDED", "p1"), ("ADDED", "p2")]
+    assert all(set(e["object"]) == {"kind", "apiVersion", "metadata"} for e in events)
+
+
+def test_put_and_the_delete_helpers_emit_events(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    rv = kube.resource_version
+    first = kube.add_claim("ns", "c1", uid="u1")
+    kube.put({**first, "status": {}})  # same UID: an update
+    kube.add_claim("ns", "c1", uid="u2")  # another UID: deleted and created again
+    kube.delete_claim("ns", "c1")
+    events = watch(client, CLAIMS, resourceVersion=rv, timeoutSeconds="1")
+    assert [(e["type"], e["object"]["metadata"]["uid"]) for e in events] == [
+        ("ADDED", "u1"),
+        ("MODIFIED", "u1"),
+        ("DELETED", "u1"),
+        ("ADDED", "u2"),
+        ("DELETED", "u2"),
+    ]
