@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -402,3 +404,43 @@ def test_put_and_the_delete_helpers_emit_events(
         ("ADDED", "u2"),
         ("DELETED", "u2"),
     ]
+
+
+def test_emulate_kubernetes_bookmark_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    from dranet_cloud.cli.main import main
+
+    assert main(["emulate", "gce", "--bookmark-interval", "1"]) == 2
+    assert "--bookmark-interval is for `emulate kubernetes` only" in capsys.readouterr().err
+    cmd = [sys.executable, "-m", "dranet_cloud.cli.main", "emulate", "kubernetes"]
+    proc = subprocess.Popen([*cmd, "--bookmark-interval", "0.2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())  # the process's own start is the deadline
+        with open(ready["env"]["KUBECONFIG"], encoding="utf-8") as f:
+            token = json.load(f)["users"][0]["user"]["token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=ready["url"], headers=headers, timeout=10) as client:
+            events = watch(
+                client, PODS, resourceVersion="0", allowWatchBookmarks="true", timeoutSeconds="1"
+            )
+            assert len(events) >= 2 and {e["type"] for e in events} == {"BOOKMARK"}
+            served = client.get(CALLS_PATH).json()
+            assert served["objects"]["pods"]["watch"] == len(events)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_lost_lease_update_reply_is_committed(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    made = client.post(LEASES, json={"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    lease = made.json()
+    kube.apply_api_faults("lose-reply=update;fail=watch:503")
+    lease["spec"]["holderIdentity"] = "b"
+    with pytest.raises(httpx.HTTPError):
+        client.put(f"{LEASES}/l", json=lease)
+    assert kube.leases()[0]["spec"]["holderIdentity"] == "b"  # the write happened
+    assert client.get(LEASES, params={"watch": "true"}).status_code == 503
+    assert kube.calls("leases")["update"] == 1

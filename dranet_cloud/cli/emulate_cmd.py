@@ -6,7 +6,9 @@
 ``kube-system`` Namespace whose UID names the cluster); its ready line's
 ``env`` holds ``KUBECONFIG``, a file it wrote and removes when it stops.
 ``--latency S`` adds S seconds to every request (any emulator);
-``--api-faults SPEC`` plans the Kubernetes emulator's own faults.
+``--api-faults SPEC`` plans the Kubernetes emulator's own faults
+(``cut-watches=3`` among them); ``--bookmark-interval S`` is how often its
+watches get a BOOKMARK.
 """
 
 from __future__ import annotations
@@ -73,8 +75,17 @@ def register(sub: Any) -> None:
         "--api-faults",
         default=None,
         metavar="SPEC",
-        help="kubernetes only: 'fail=create:503x3;fail=list:429;lose-reply=create:2' "
-        "(planned Status failures per verb; creates committed whose reply is lost)",
+        help="kubernetes only: 'fail=create:503x3;fail=list:429;lose-reply=create:2;"
+        "cut-watches=3' (planned Status failures per verb; creates committed whose reply is "
+        "lost; every open watch cut every 3 s)",
+    )
+    p.add_argument(
+        "--bookmark-interval",
+        type=seconds_type(3600),
+        default=None,
+        metavar="SECONDS",
+        help="kubernetes only: how often a watch that allows bookmarks gets a BOOKMARK "
+        "event (default 60)",
     )
     p.add_argument(
         "--cluster-uid",
@@ -130,6 +141,7 @@ def build_kubernetes_emulator(
     latency: float = 0.0,
     api_faults: str | None = None,
     cluster_uid: str | None = None,
+    bookmark_interval: float | None = None,
 ) -> Any:
     from ..testing.kubernetes import kubernetes_emulator
 
@@ -143,6 +155,7 @@ def build_kubernetes_emulator(
             latency=latency,
             api_faults=api_faults,
             cluster_uid=cluster_uid,
+            bookmark_interval=60.0 if bookmark_interval is None else bookmark_interval,
         )
     except (ValueError, OSError) as exc:
         raise ConfigError(f"emulator for kubernetes: {exc}") from exc
@@ -162,7 +175,11 @@ def _start(emu: Any, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.plugin == "kubernetes":
         return _run_kubernetes(args)
-    for flag, value in (("--api-faults", args.api_faults), ("--cluster-uid", args.cluster_uid)):
+    for flag, value in (
+        ("--api-faults", args.api_faults),
+        ("--cluster-uid", args.cluster_uid),
+        ("--bookmark-interval", args.bookmark_interval),
+    ):
         if value is not None:
             raise ConfigError(f"{flag} is for `emulate kubernetes` only")
     emu = build_emulator(args.plugin, args.fixture, args.listen, args.faults)
@@ -186,6 +203,7 @@ def _run_kubernetes(args: argparse.Namespace) -> int:
         latency=args.latency,
         api_faults=args.api_faults,
         cluster_uid=args.cluster_uid,
+        bookmark_interval=args.bookmark_interval,
     )
     _start(kube, args)
     try:

@@ -286,7 +286,8 @@ class Informer:
                 # Many nodes see a 410 together (an API server restart): spread the relists.
                 self._stopping.wait(random.uniform(0.0, self.backoff[0]))
             except LineTooLong as exc:
-                self._failed(f"{exc} (it began {safe(exc.head.decode('utf-8', 'replace'), 200)})")
+                head = safe(exc.head.decode("utf-8", "replace"), 200)
+                self._failed(f"{exc} ({self.client.source}); it began {head}")
                 self._pause(failures)
                 failures += 1
             except KubeError as exc:

@@ -60,8 +60,8 @@ def parse_api_faults(spec: str | None) -> ApiFaults:
       ``get``, ``list``, ``watch``, ``create``, ``update``, ``delete`` or
       ``*`` (every request); ``fail`` may repeat;
     * ``lose-reply=create:2``: the next 2 creates that succeed are committed,
-      then the connection is closed without an answer (``create``, ``update``
-      or ``delete``);
+      then the connection is closed without an answer (``create`` or
+      ``delete`` of an IPAddress, ``update`` of a Lease);
     * ``cut-watches=3``: every 3 seconds, every open watch is aborted mid-stream
       (an API server restart, a load balancer dropping long connections).
 

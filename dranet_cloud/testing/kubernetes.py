@@ -204,8 +204,9 @@ class KubernetesEmulator:
     spec; ``bookmark_interval`` is how often a watch that allows bookmarks
     gets one; ``watch_window`` is how many events the history keeps;
     ``watch_queue_limit`` is how many undelivered events a watch may have
-    before it is cut off.  Thread-safe: one lock guards the store, the
-    history and the watches.
+    before it is cut off; ``anonymous`` serves requests that carry no
+    credentials (kubectl, which sends its token only over TLS).
+    Thread-safe: one lock guards the store, the history and the watches.
     """
 
     def __init__(
@@ -221,6 +222,7 @@ class KubernetesEmulator:
         bookmark_interval: float = 60.0,
         watch_window: int = 10_000,
         watch_queue_limit: int = 1000,
+        anonymous: bool = False,
     ) -> None:
         if listen.strip().startswith("unix://"):
             raise ValueError(
@@ -230,6 +232,10 @@ class KubernetesEmulator:
         if not bookmark_interval > 0:
             raise ValueError(f"bookmark_interval must be > 0 seconds, got {bookmark_interval!r}")
         self.token = token or secrets.token_urlsafe(24)
+        # A request without credentials is served, as kube-apiserver's
+        # --anonymous-auth with a permissive authorizer does (a wrong token is
+        # still 401): kubectl sends no bearer token over plain HTTP.
+        self.anonymous = anonymous
         self._lock = threading.Lock()
         self._hub = WatchHub(self._lock, window=watch_window, queue_limit=watch_queue_limit)
         self.bookmark_interval = float(bookmark_interval)
@@ -831,7 +837,10 @@ class KubernetesEmulator:
         for verb, status, times in faults.failures:
             self.fail(status, times=times, verb=verb)
         for verb, times in faults.lost_replies:
-            self.lose_replies(times, verb=verb)
+            # creates and deletes: IPAddresses (as before Leases); updates: Leases
+            self.lose_replies(
+                times, verb=verb, resource=LEASES if verb == "update" else IPADDRESSES
+            )
         if faults.cut_watches:
             self.cut_watches_every(faults.cut_watches)
 
@@ -917,7 +926,8 @@ class KubernetesEmulator:
         latency = self.latency
         if latency:
             time.sleep(latency)  # this connection's thread only: requests do not queue
-        if request.headers.get("Authorization", "") != f"Bearer {self.token}":
+        auth = request.headers.get("Authorization", "")
+        if auth != f"Bearer {self.token}" and not (self.anonymous and not auth):
             return _status(401, "Unauthorized")
         if request.path == CALLS_PATH:
             return self._calls_answer(request)
