@@ -185,7 +185,12 @@ def test_every_overlay_renders_offline_and_validates(
     base = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
     for overlay, docs in rendered.items():
         kinds = sorted(d["kind"] for d in docs)
-        extra = ["ClusterRole", "ClusterRoleBinding"] if overlay == "bare-metal" else []
+        # bare-metal: the IPAddress role, the reclaimer's Node role and its Lease Role.
+        extra = (
+            ["ClusterRole", "ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"]
+            if overlay == "bare-metal"
+            else []
+        )
         assert kinds == sorted([*base, *extra, "DaemonSet", "ServiceAccount"]), overlay
         for doc in docs:
             kubernetes_validate.validate(doc, version, strict=True)
