@@ -444,3 +444,41 @@ def test_a_lost_lease_update_reply_is_committed(
     assert kube.leases()[0]["spec"]["holderIdentity"] == "b"  # the write happened
     assert client.get(LEASES, params={"watch": "true"}).status_code == 503
     assert kube.calls("leases")["update"] == 1
+
+
+def test_fan_out_touches_only_the_buckets_an_event_names() -> None:
+    from dranet_cloud.testing.kube_rules import FieldSelector, LabelSelector
+    from dranet_cloud.testing.kube_watch import WatchEvent, WatchHub
+
+    fields = ("metadata.name", "metadata.namespace", "spec.nodeName")
+    hub = WatchHub(threading.Lock(), window=10, queue_limit=10)
+    with hub.lock:
+        per_node = {
+            n: hub.open(
+                "pods",
+                namespace=None,
+                labels=LabelSelector(""),
+                fields=FieldSelector(f"spec.nodeName={n}", fields),
+            )
+            for n in ("n1", "n2", "n3")
+        }
+        everyone = hub.open(
+            "pods", namespace=None, labels=LabelSelector(""), fields=FieldSelector("", fields)
+        )
+        nodes = hub.open(
+            "nodes", namespace=None, labels=LabelSelector(""), fields=FieldSelector("", fields)
+        )
+        old = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}}
+        new = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n2"}}
+        moved = WatchEvent("MODIFIED", "pods", "ns", "p", new, "{}", 5, old)
+        buckets = hub._buckets["pods"]
+        assert set(hub._candidates(moved, buckets)) == {per_node["n1"], per_node["n2"], everyone}
+        hub.record(moved)
+        assert [(k, prev) for k, _, prev in per_node["n1"].queue] == [("DELETED", True)]
+        assert [k for k, _, _ in per_node["n2"].queue] == ["ADDED"]
+        assert [k for k, _, _ in everyone.queue] == ["MODIFIED"]
+        assert not per_node["n3"].queue and not nodes.queue
+        assert hub.open_counts() == {"nodes": 1, "pods": 4}
+        for w in (*per_node.values(), everyone, nodes):
+            hub.close(w)
+        assert hub.open_counts() == {} and not hub._dims["pods"]

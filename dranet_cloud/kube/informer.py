@@ -312,8 +312,8 @@ class Informer:
         self._stopping.wait(delay * random.uniform(0.5, 1.0))
 
     def _failed(self, message: str) -> None:
-        self.stats.errors += 1
         self.last_error = safe(message, 600)
+        self.stats.errors += 1  # after last_error: a reader that sees the count sees the text
         if not self._stopping.is_set():
             log.warning("%s", self.last_error)
 
