@@ -127,6 +127,7 @@ class Reclaimer:
             on_started=self._started,
             on_stopped=self._stopped,
             candidate_poll=candidate_poll,
+            candidates=self._candidate_count,
         )
 
     # -- lifecycle ------------------------------------------------------------------
@@ -196,6 +197,12 @@ class Reclaimer:
         self._wake.set()
 
     # -- the work (its own thread) ---------------------------------------------------
+
+    def _candidate_count(self) -> int:
+        """How many sidecars may compete for the lease: one per Node the holder sees
+        (written into the Lease so that candidates space their polls by it)."""
+        nodes = self._nodes
+        return len(nodes.keys()) if nodes is not None and nodes.synced else 0
 
     def _node_informer(self, **kwargs: Any) -> Informer:
         from ..kube.informer import NODES, Informer
