@@ -185,7 +185,12 @@ def test_every_overlay_renders_offline_and_validates(
     base = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
     for overlay, docs in rendered.items():
         kinds = sorted(d["kind"] for d in docs)
-        extra = ["ClusterRole", "ClusterRoleBinding"] if overlay == "bare-metal" else []
+        # bare-metal: the IPAddress role, the reclaimer's Node role and its Lease Role.
+        extra = (
+            ["ClusterRole", "ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"]
+            if overlay == "bare-metal"
+            else []
+        )
         assert kinds == sorted([*base, *extra, "DaemonSet", "ServiceAccount"]), overlay
         for doc in docs:
             kubernetes_validate.validate(doc, version, strict=True)
@@ -343,8 +348,28 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
     ipaddresses = {"create", "get", "list", "watch", "delete"}
     assert rbac_rules(rendered["bare-metal"]) == {
         **common,
+        ("", "nodes"): {"get", "list", "watch"},  # list/watch: the reclaimer's Node watch
         ("networking.k8s.io", "ipaddresses"): ipaddresses,
     }
+    # The reclaimer's Lease: a Role in the sidecar's namespace only, bound to DRANET's account.
+    (lease_role,) = [
+        d
+        for d in rendered["bare-metal"]
+        if d["kind"] == "Role" and d["metadata"]["name"] == "dranet-cloud-ipam-reclaimer"
+    ]
+    assert lease_role["metadata"]["namespace"] == "kube-system"
+    assert lease_role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    assert any(
+        d["kind"] == "RoleBinding" and d["roleRef"]["name"] == "dranet-cloud-ipam-reclaimer"
+        for d in rendered["bare-metal"]
+    )
+    assert not any(d["kind"] == "Role" for d in rendered["cloud-profile"] + rendered["cloud-only"])
 
 
 # --- each overlay's sidecar, started with its flags against that cloud's emulator -------

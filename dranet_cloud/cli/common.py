@@ -338,16 +338,40 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
             from ..ipam.cluster import open_cluster_ipam
 
             node, kubeconfig = cluster
+            watch = bool(getattr(args, "ipam_watch", False))  # serve: views on watches
             # The collector's view of this node's pods, when it has one (serve
             # --gc-kubernetes), names gen1 UIDs too: one pods watch per node.
             shared = getattr(args, "node_claims", None)
             extra = {} if shared is None else {"claims": shared}
-            return open_cluster_ipam(
-                resolve_db_path(path), node=node, kubeconfig=kubeconfig, create=create, **extra
+            store = open_cluster_ipam(
+                resolve_db_path(path),
+                node=node,
+                kubeconfig=kubeconfig,
+                create=create,
+                watch=watch,
+                initial_jitter=float(getattr(args, "ipam_watch_jitter_s", 0.0)),
+                **extra,
             )
+            if watch:
+                store.start(_cluster_ranges(args))
+            return store
         return open_store(path, memory=memory, create=create)
 
     return opener
+
+
+def _cluster_ranges(args: argparse.Namespace) -> list[Any]:
+    """The --ipam-range ranges whose views cluster scope starts at start-up."""
+    specs = getattr(args, "ipam_range", None) or []
+    if not specs:
+        return []
+    from ..local_ipam import LocalIpamConfig
+
+    cfg = LocalIpamConfig.parse(specs)
+    ranges = list(cfg.ranges)
+    for more in cfg.device_ranges.values():
+        ranges += [r for r in more if r not in ranges]
+    return ranges
 
 
 def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifiers:

@@ -241,8 +241,10 @@ def _run_gc(args: argparse.Namespace) -> int:
                     partial, result = exc, exc.result
                 freed, summary = result.freed, result.summary()
                 extra = getattr(store, "cluster_reclaim", None)
-                if callable(extra) and partial is None:  # cluster scope: others' leaks too
-                    swept = extra(source, grace=grace, dry_run=args.dry_run)
+                if callable(extra) and partial is None:
+                    # Cluster scope, run once by an operator: every object of the project
+                    # whose claim is gone, except those of other nodes that still exist.
+                    swept = extra(source, grace=grace, dry_run=args.dry_run, everyone=True)
                     summary += "\n" + swept.sweep.summary()
             else:
                 assert unsafe is not None

@@ -141,6 +141,21 @@ def register(sub: Any) -> None:
         "such as 0.0.0.0:9178 (default: off; the webhook's own socket serves /metrics too)",
     )
     p.add_argument(
+        "--lease-namespace",
+        default=None,
+        metavar="NS",
+        help="with --ipam-scope cluster and --gc-kubernetes: the namespace of the Lease "
+        "dranet-cloud-ipam-reclaimer that elects the one sidecar reclaiming the objects of "
+        "vanished nodes (default: the pod's namespace from POD_NAMESPACE, else kube-system)",
+    )
+    p.add_argument(
+        "--ipam-watch-jitter",
+        default="5s",
+        metavar="DURATION",
+        help="with --ipam-scope cluster: each watch's first list starts after a random delay "
+        "up to this, so a rollout of every node does not list at once (default 5s)",
+    )
+    p.add_argument(
         "--require-roles",
         type=_roles,
         default=None,
@@ -337,12 +352,17 @@ def run(args: argparse.Namespace) -> int:
     server_log = logging.getLogger(ACCESS_LOGGER.rpartition(".")[0])
     if server_log.getEffectiveLevel() > logging.INFO:
         server_log.setLevel(logging.INFO)  # access lines and gc results are the server's output
+    jitter = _duration("--ipam-watch-jitter", args.ipam_watch_jitter)
+    args.ipam_watch = True  # cluster scope: the ranges' views are watches (cli/common.py)
+    args.ipam_watch_jitter_s = jitter.total_seconds() if jitter is not None else 0.0
+    reclaimer: Any = None
     try:
         host = build_host(args)
         try:
             refuse_without_role(host)
             require_roles(host, args.require_roles)
             log_start(args, host)
+            reclaimer = _start_reclaimer(args, host, gc)
             server = WebhookServer(
                 host,
                 options,
@@ -351,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
             )
             code: int = server.run()
         finally:
+            if reclaimer is not None:
+                reclaimer.stop()
             host.close()
     finally:
         close_source()
@@ -375,6 +397,32 @@ def _api_check(args: argparse.Namespace) -> Any:
     from ..server.api_health import ApiCheck
 
     return ApiCheck(cluster_scope=cluster, gc_kubernetes=gc, adopt=args.adopt_cluster)
+
+
+def _start_reclaimer(args: argparse.Namespace, host: ProviderHost, gc: Any) -> Any:
+    """In cluster scope with --gc-kubernetes: this sidecar's candidacy for the Lease
+    whose holder alone reclaims the objects of vanished nodes (ipam/cluster_reclaimer.py)."""
+    if getattr(args, "ipam_scope", "node") != "cluster" or gc is None or gc.source is None:
+        return None
+    if not getattr(args, "gc_kubernetes", False):
+        return None  # a live-claims file proves claims gone only for this node's journal
+    store: Any = host.context.ipam
+    api = getattr(store, "api", None)
+    if api is None or not hasattr(api, "get_lease"):
+        return None
+    from ..ipam.cluster_reclaimer import Reclaimer, lease_namespace
+
+    reclaimer = Reclaimer(
+        api,
+        gc.source,
+        identity=store.node,
+        namespace=lease_namespace(args.lease_namespace),
+        grace=gc.grace,
+        interval=max(2.0, min(gc.interval, 60.0)),
+        node_jitter=getattr(args, "ipam_watch_jitter_s", 0.0),
+    )
+    store.reclaimer = reclaimer  # /health shows whether this node holds the lease
+    return reclaimer.start()
 
 
 def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:

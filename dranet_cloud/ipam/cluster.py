@@ -24,11 +24,23 @@ its journal (:mod:`.cluster_journal`):
 
 Choosing a candidate costs no round trip per taken address: each range has
 a :class:`~.cluster_journal.RangeView` of the addresses the cluster holds
-(one complete list of ``IPAddress`` objects, refreshed on a 409 and
-periodically), merged with the node's own rows, and the search starts from
-a point derived from the node's name, so nodes mostly fill separate stretches
-of a shared range and rarely meet.  At most ``max_creates`` creates are
-tried per allocation; a range the cluster has filled is a 409 naming it.
+in the 64-address blocks this node uses, kept by one watch
+(:mod:`.cluster_view`; never a list of the whole range), merged with the
+node's own rows.  The search is next fit from a home derived from the node's
+name, so nodes fill separate stretches of a shared range and rarely meet; a
+409 teaches the view the address (no list follows).  At most
+``max_creates`` creates are tried per allocation; a range the cluster has
+filled is a 409 naming it.
+
+The API is the truth: before a claim whose rows are all bound is answered
+again, each row's object must still be there (the watched state says so
+when its block is watched and synced, else one GET).  An object gone is
+re-created with the same address (an atomic create) first, and also as soon
+as the watch reports its deletion (:mod:`.cluster_repair`, on its own
+thread).  If someone else took the address meanwhile, that is an ERROR log,
+a ``/health`` warning and a counter naming both claims, and the retry is an
+error naming both: never the old address silently.  A release marks its
+rows ``releasing`` before it deletes, so its own deletes are not repaired.
 
 A gen1 request names the claim only by UID; the parentRef's namespace and
 name then come from the journal (an earlier try) or from the claims of this
@@ -39,7 +51,9 @@ cannot name is a 500 the kubelet retries, never a guess.
 When the API cannot be reached or answers 5xx, a new claim gets
 :class:`~dranet_cloud.errors.ProviderUnavailable` (the server answers 500,
 the kubelet retries) and never an address the API did not confirm; claims
-already bound in the journal keep their answers.
+already bound in the journal keep their answers (a GET that fails answers
+from the journal; the watch repairs what it learns later), unless the
+journal was written against another cluster (:meth:`ClusterIpam.distrust_journal`).
 
 API calls never run on an event loop: :meth:`ClusterIpam.allocate` and
 :meth:`~ClusterIpam.release` raise :class:`~dranet_cloud.errors.WouldBlock` before
@@ -53,7 +67,6 @@ import asyncio
 import hashlib
 import ipaddress
 import logging
-import math
 import os
 import threading
 import time
@@ -72,6 +85,7 @@ from ..iprange import IPRange
 from ..logsafe import safe
 from .base import Allocation, Owner
 from .cluster_api import (
+    BLOCK_LABEL,
     CLAIM_GROUP,
     CLAIM_RESOURCE,
     CLAIM_UID_ANNOTATION,
@@ -85,22 +99,28 @@ from .cluster_api import (
     POOL_ANNOTATION,
     RANGE_ANNOTATION,
     IPAddressApi,
+    block_index,
+    block_value,
 )
 from .cluster_journal import (
     BOUND,
+    PENDING,
     RELEASING,
+    UNBACKED,
     ClusterJournal,
     JournalRow,
     RangeView,
     ViewStart,
     cluster_call,
 )
+from .cluster_repair import ConflictBook, RepairQueue
 from .requests import host_cidr, ordered_ranges, parse_static, require_collect_bounds
 from .sqlite_transactions import would_block
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
     from ..kube.ipaddress import IPAddressObject
+    from .cluster_view import InformerFactory, RangeWatch
     from .node_claims import NodeClaims
     from .reclaim import ClaimSource
     from .sqlite import StoreHealth
@@ -114,8 +134,8 @@ CLUSTER_POOLS = frozenset({"local-ipam"})
 DEFAULT_MAX_CREATES = 8
 DEFAULT_CALL_TIMEOUT = 3.0  # one API call
 DEFAULT_BUDGET = 8.0  # one allocation or release, every call included (DRANET waits 10 s)
-DEFAULT_REFRESH = 60.0  # a range's view is listed again at least this often when used
-DEFAULT_MIN_REFRESH = 5.0  # and at most this often on 409s
+MAX_START_OBJECTS = 100_000  # of this node's objects kept from the start-up list
+DEFAULT_SYNC_WAIT = 2.0  # a new block's view is waited for this long before a create
 # Test hook: exit right after a create succeeded, before the journal records
 # it (the crash the recovery path exists for).  Never set it in production.
 EXIT_AFTER_CREATE_ENV = "DRANET_CLOUD_FAULT_EXIT_AFTER_IPADDRESS_CREATE"
@@ -194,8 +214,9 @@ class ClusterIpam:
         max_creates: int = DEFAULT_MAX_CREATES,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         budget: float = DEFAULT_BUDGET,
-        refresh_interval: float = DEFAULT_REFRESH,
-        min_refresh: float = DEFAULT_MIN_REFRESH,
+        make_informer: InformerFactory | None = None,
+        initial_jitter: float = 0.0,
+        sync_wait: float = DEFAULT_SYNC_WAIT,
         close_api: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
         claims: NodeClaims | None = None,
@@ -215,20 +236,29 @@ class ClusterIpam:
         self.max_creates = max_creates
         self.call_timeout = call_timeout
         self.budget = budget
-        self.refresh_interval = refresh_interval
-        self.min_refresh = min_refresh
+        self.sync_wait = sync_wait
         self._close_api = close_api
         self._home = node_home(node)
         self._views: dict[IPRange, RangeView] = {}
+        self._watches: dict[IPRange, RangeWatch] = {}
         self._views_lock = threading.Lock()
-        self._refresh_lock = threading.Lock()
-        self._listed = -math.inf  # time.monotonic() when the last good list began
-        self._new_views = -math.inf  # when a range was first asked for
+        # Without an informer factory (a one-shot CLI command) the views know
+        # only the journal and what 409s teach; the create stays the referee.
+        self._make_informer = make_informer
+        self._initial_jitter = initial_jitter
+        self._own_blocks: dict[str, list[int]] | None = None  # range -> blocks, at start
+        self._own_at_start: list[IPAddressObject] = []  # this node's objects, at start
+        self._distrusted: str | None = None
         environ = os.environ if env is None else env
         self._exit_after_create = environ.get(EXIT_AFTER_CREATE_ENV) == "1"
         # Figures for benchmarks and tests (never reset): API calls by kind.
         self.calls: dict[str, int] = {"create": 0, "get": 0, "delete": 0, "list": 0}
         self._calls_lock = threading.Lock()
+        # Objects re-created, conflicts met (for /health and /metrics).
+        self.conflicts = ConflictBook()
+        self.repairs = RepairQueue(self._repair, name=f"ipam-repair {node}")
+        # The Lease candidate of this sidecar (serve sets it), for /health and /metrics.
+        self.reclaimer: Any = None
         # gen1 DRANET names a claim by UID only: its namespace/name from the claims
         # of this node's pods (shared with the collector when it has the view;
         # else this store's own, whose watch starts at the first gen1 request).
@@ -254,10 +284,11 @@ class ClusterIpam:
         budget = self._request_budget(f"allocating for {owner}")
         claim = self._named(owner, claim, asked_at, budget)
         creates = 0
+        misses = 0  # candidates the widened view showed taken (no write spent)
         while True:
-            if creates >= self.max_creates:
+            if creates >= self.max_creates or misses >= self.max_creates * 8:
                 raise ProviderUnavailable(
-                    f"ipam (cluster scope): {owner}: {creates} address(es) tried in "
+                    f"ipam (cluster scope): {owner}: {creates + misses} address(es) tried in "
                     f"{', '.join(map(str, wanted))} were all taken by other nodes; the range "
                     "is contended, retry"
                 )
@@ -275,10 +306,8 @@ class ClusterIpam:
                     row, claim, fresh=(row.family, row.value) in fresh, budget=budget, views=views
                 )
                 creates += wrote
+                misses += 0 if wrote or done else 1
                 retry = retry or not done
-                if not done and creates == self.max_creates // 2:
-                    # Half the tries lost: the view is too old to steer; list now.
-                    self._refresh(budget, newer_than=time.monotonic(), required=False)
             if not retry:
                 return addresses
 
@@ -289,9 +318,12 @@ class ClusterIpam:
             return self.journal.reserve(owner, addresses, claim=claim)
         asked_at = time.monotonic()
         asked = [host_cidr(a) for a in parse_static(owner, addresses)]
-        bound = {r.address for r in self.journal.rows(owner) if r.state == BOUND}
+        held = self.journal.rows(owner)
+        bound = {r.address for r in held if r.state == BOUND}
         if all(a in bound for a in asked):
-            return asked  # a retry: the journal answers
+            # A retry: answered once the API still holds the objects (or holds them again).
+            self._confirm([r for r in held if r.address in asked], f"reserving for {owner}")
+            return asked
         budget = self._request_budget(f"reserving for {owner}")
         claim = self._named(owner, claim, asked_at, budget)
         # The journal refuses what another owner of this node holds; it writes
@@ -353,10 +385,34 @@ class ClusterIpam:
             freed += [r.allocation for r in cluster if r.address in done]
         return freed
 
+    def start(self, ranges: Sequence[IPRange]) -> ClusterIpam:
+        """Start the views of ``ranges`` now (serve: at start, with the initial jitter),
+        not at the first claim; without an informer factory this does nothing."""
+        if self._make_informer is not None:
+            for rng in ranges:
+                self._view(rng)
+        return self
+
+    def stop_watching(self) -> None:
+        """Stop the views' informers and the repair thread (bounded waits)."""
+        self.repairs.stop()
+        with self._views_lock:
+            watches = list(self._watches.values())
+            self._watches.clear()
+            self._make_informer = None
+        for watch in watches:
+            watch.stop()
+
     def close(self) -> None:
         try:
+            self.stop_watching()
             if self._own_claims:
                 self.claims.stop()
+        finally:
+            self._close_journal()
+
+    def _close_journal(self) -> None:
+        try:
             self.journal.close()
         finally:
             if self._close_api is not None:
@@ -366,7 +422,49 @@ class ClusterIpam:
     # The journal's state and counters, for /health and /metrics.
 
     def health(self) -> StoreHealth:
-        return self.journal.health()
+        """The journal's state, plus warnings: conflicts met, views that fail."""
+        from dataclasses import replace
+
+        state = self.journal.health()
+        extra = list(self.conflicts.warnings())
+        for view in self.view_states():
+            if view.get("last_error") and not view.get("synced"):
+                extra.append(
+                    f"ipam (cluster scope): the watch of range {view['range']} has not synced: "
+                    f"{view['last_error']}"
+                )
+        if not extra:
+            return state
+        return replace(state, warnings=(*state.warnings, *extra))
+
+    def view_states(self) -> list[dict[str, Any]]:
+        """Each watched range: blocks, synced, last error, the informer's counters."""
+        with self._views_lock:
+            watches = list(self._watches.values())
+        return [w.state() for w in watches]
+
+    def cluster_state(self) -> dict[str, Any]:
+        """What ``/health`` shows of cluster scope (cheap: no call, no journal read)."""
+        doc: dict[str, Any] = {
+            "scope": "cluster",
+            "node": self.node,
+            "views": self.view_states(),
+            "conflicts": len(self.conflicts.warnings()),
+        }
+        if self._distrusted is not None:
+            doc["journal"] = self._distrusted
+        return doc
+
+    def cluster_stats(self) -> dict[str, int]:
+        """Counters for ``/metrics``: repairs, conflicts, API calls, the views' informers."""
+        stats = dict(self.conflicts.counters)
+        stats["repairs_dropped"] += self.repairs.dropped
+        with self._calls_lock:
+            for kind, n in self.calls.items():
+                stats[f"calls_{kind}"] = n
+        for key in ("lists", "list_objects", "watches", "events", "relists", "errors"):
+            stats[f"informer_{key}"] = sum(int(v.get(key, 0)) for v in self.view_states())
+        return stats
 
     def health_problem(self) -> str | None:
         return self.journal.health_problem()
@@ -409,18 +507,126 @@ class ClusterIpam:
         return freed, len(rows) - len(freed)
 
     def cluster_reclaim(
-        self, source: ClaimSource, *, grace: timedelta, dry_run: bool = False
+        self,
+        source: ClaimSource,
+        *,
+        grace: timedelta,
+        dry_run: bool = False,
+        everyone: bool = False,
     ) -> ClusterReclaimResult:
-        """After the journal's reclaim: failed releases again, then the cluster-wide sweep."""
+        """After the journal's reclaim: failed releases again, then this node's own
+        orphans (objects naming this node that the journal does not hold, whose
+        claims are proven gone): from the watched blocks, no list.
+
+        ``everyone`` (``ipam gc`` run once by an operator) judges every object
+        of the project instead (one list), except those of another node whose
+        Node object exists: that node reclaims its own.  Objects of nodes
+        that vanished are otherwise the Lease holder's (:mod:`.cluster_reclaimer`).
+        """
         from .cluster_reclaim import sweep_ip_addresses
 
         result = ClusterReclaimResult()
         if not dry_run:
             result.retried_releases, result.failed_releases = self.retry_releases()
-        result.sweep = sweep_ip_addresses(
-            self.api, source, grace=grace, dry_run=dry_run, counted=self._count
-        )
+        if everyone:
+            alive: dict[str, bool] = {}
+            result.sweep = sweep_ip_addresses(
+                self.api,
+                source,
+                grace=grace,
+                dry_run=dry_run,
+                counted=self._count,
+                skip=lambda obj: self._held(obj) or self._other_node_alive(obj, alive),
+            )
+        else:
+            result.sweep = sweep_ip_addresses(
+                self.api,
+                source,
+                grace=grace,
+                dry_run=dry_run,
+                counted=self._count,
+                objects=[o for o in self._own_objects() if not self._held(o)],
+            )
         return result
+
+    def _own_objects(self) -> list[IPAddressObject]:
+        """This node's objects: those of the watched blocks when watching (no call),
+        else one LIST by node label (a one-shot command)."""
+        from ..kube.ipaddress import parse_ip_address
+        from .cluster_reclaim import list_managed, node_of
+
+        with self._views_lock:
+            watches = list(self._watches.values())
+        if not watches:
+            if not label_value_ok(self.node):
+                return []
+            return list_managed(self.api, f"{NODE_LABEL}={self.node}", counted=self._count)
+        found: dict[str, IPAddressObject] = {}
+        watched: set[str] = set()
+        for watch in watches:
+            if not watch.synced_all():
+                return []  # judged at the next run, once the views hold their blocks
+            for doc in watch.objects():
+                try:
+                    obj = parse_ip_address(doc)
+                except ValueError:
+                    continue
+                watched.add(obj.name)
+                if node_of(obj) == self.node:
+                    found[obj.name] = obj
+        # The start-up list's objects that no watch shows (no block label: an earlier
+        # version's; or a range no longer configured) are judged too, as listed then.
+        for obj in self._own_at_start:
+            if obj.name not in watched and obj.name not in found:
+                row = self._watch_for_name(obj.name)
+                if (
+                    row is None
+                    or not row.covers(int(obj.address))
+                    or (not (obj.labels or {}).get(BLOCK_LABEL))
+                ):
+                    found[obj.name] = obj
+        return list(found.values())
+
+    def _watch_for_name(self, name: str) -> RangeWatch | None:
+        try:
+            addr = ipaddress.ip_address(name)
+        except ValueError:
+            return None
+        with self._views_lock:
+            for rng, watch in self._watches.items():
+                if rng.version == addr.version and int(rng.start) <= int(addr) <= int(rng.end):
+                    return watch
+        return None
+
+    def _held(self, obj: IPAddressObject) -> bool:
+        """Whether the journal holds ``obj``'s address for the claim it names."""
+        try:
+            addr = obj.address
+        except ValueError:
+            return False
+        row = self.journal.row_at(addr.version, int(addr))
+        if row is None:
+            return False
+        return (obj.annotations or {}).get(CLAIM_UID_ANNOTATION) == row.owner.claim_uid
+
+    def _other_node_alive(self, obj: IPAddressObject, cache: dict[str, bool]) -> bool:
+        """Whether ``obj`` names another node whose Node object exists (never swept)."""
+        from .cluster_reclaim import node_of
+
+        node = node_of(obj)
+        if node is None or node == self.node:
+            return False
+        if node not in cache:
+            kube_error, not_found, _c, _e = _kube_errors()
+            self._count("get")
+            try:
+                self.api.get_node(node, deadline=self.call_timeout)
+                cache[node] = True
+            except not_found:
+                cache[node] = False
+            except kube_error:
+                cache[node] = True  # unknown: kept
+        return cache[node]
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -431,13 +637,170 @@ class ClusterIpam:
     def _known(self, owner: Owner, families: set[int]) -> dict[int, str] | None:
         """The owner's bound dynamic addresses by family, when they cover ``families``."""
         found: dict[int, str] = {}
-        for row in self.journal.rows(owner):
+        rows = self.journal.rows(owner)
+        for row in rows:
             if row.allocation.static:
                 continue
             if row.state != BOUND:
                 return None
             found.setdefault(row.family, row.address)
-        return found if families <= set(found) else None
+        if not families <= set(found):
+            return None
+        self._confirm(rows, f"allocating for {owner}")
+        return found
+
+    # -- the API is the truth: a retry's objects, repairs, conflicts ---------------------
+
+    def _confirm(self, rows: Sequence[JournalRow], doing: str) -> None:
+        """Before bound rows answer a retry: their objects must still be there.
+
+        The watched state answers when the row's block is watched and synced
+        and shows the object (no call); else one GET decides (the watch may
+        not have delivered a create yet).  An object gone is re-created with the same
+        address first; someone else's object there is a conflict (raised,
+        naming both claims).  A GET that fails answers from the journal,
+        unless the journal is distrusted.
+        """
+        for row in rows:
+            if row.state != BOUND or row.owner.pool not in self.pools:
+                continue
+            watch = self._watch_of(row)
+            obj = None
+            if watch is not None and watch.covers(row.value):
+                obj = self._watched_object(watch, row.name)
+            if obj is not None and obj.uid == row.uid:
+                continue  # the watched state answers: no call
+            # Not watched, or the watch does not show it (gone, or its ADDED not
+            # delivered yet): one GET decides before anything is re-created.
+            budget = self._request_budget(doing)
+            try:
+                obj = self._read(row.name, budget)
+            except ProviderUnavailable as exc:
+                if self._distrusted is not None:
+                    raise ProviderUnavailable(
+                        f"ipam (cluster scope): {row.owner}: {self._distrusted}; the "
+                        f"journal's {row.name} cannot be checked against the API ({exc})"
+                    ) from exc
+                log.debug("ipam (cluster scope): %s answered from the journal: %s", row.name, exc)
+                continue
+            if obj is not None and obj.uid == row.uid:
+                continue
+            if obj is not None and self._ours(obj, row):
+                self.journal.set_state(row, BOUND, obj.uid, expect=(BOUND,))
+                continue
+            if obj is not None:
+                raise self._conflict(row, obj)
+            self._request_budget(doing)  # a create never runs on an event loop
+            self._recreate(row, _Budget(self.budget, self.call_timeout))
+
+    def _watched_object(self, watch: RangeWatch, name: str) -> IPAddressObject | None:
+        from ..kube.ipaddress import parse_ip_address
+
+        doc = watch.lookup(name)
+        if doc is None:
+            return None
+        try:
+            return parse_ip_address(doc)
+        except ValueError:
+            return None
+
+    def _recreate(self, row: JournalRow, budget: _Budget) -> None:
+        """Create ``row``'s object again, the same address, for the same claim.
+
+        Raises the conflict when someone else holds the address now, and
+        :class:`ProviderUnavailable` when the API does not confirm the create.
+        """
+        kube_error, _not_found, _conflict, already_exists = _kube_errors()
+        recorded = row.allocation.claim
+        if recorded is None or not recorded.namespace or not recorded.name:
+            raise ProviderUnavailable(
+                f"ipam (cluster scope): IPAddress {row.name} of {row.owner} is gone and the "
+                "journal does not record its claim's namespace/name to create it again; "
+                "release the claim (delete its pod) so it is allocated afresh"
+            )
+        try:
+            obj = self._create(row, None, budget)
+        except already_exists:
+            holder = self._read(row.name, budget)
+            if holder is None:
+                raise ProviderUnavailable(
+                    f"ipam (cluster scope): IPAddress {row.name} of {row.owner} was being "
+                    "re-created while someone deleted it again; retry"
+                ) from None
+            if self._ours(holder, row):
+                self.journal.set_state(row, BOUND, holder.uid, expect=(BOUND,))
+                return
+            raise self._conflict(row, holder) from None
+        except kube_error as exc:
+            raise ProviderUnavailable(
+                f"ipam (cluster scope): IPAddress {row.name} of {row.owner} is gone and "
+                f"creating it again failed ({exc}); nothing was answered, retry"
+            ) from exc
+        if not self.journal.set_state(row, BOUND, obj.uid, expect=(BOUND,), expect_uid=row.uid):
+            # Released (or repaired by another thread) meanwhile: this object is nobody's.
+            try:
+                self._delete(row.name, obj.uid, _Budget(self.call_timeout, self.call_timeout))
+            except ProviderUnavailable as exc:
+                log.warning("ipam (cluster scope): %s", safe(exc))
+            return
+        self.conflicts.count("repairs")
+        self.conflicts.clear(row.name)
+        log.warning(
+            "ipam (cluster scope): re-created IPAddress %s of %s (claim %s): its object had "
+            "been deleted by someone else while the claim is live",
+            row.name,
+            row.owner,
+            safe(_claim_text(recorded)),
+        )
+
+    def _repair(self, name: str, uid: str) -> None:
+        """The repair thread's work: the watch saw ``name`` (``uid``) deleted."""
+        from ..kube.ipaddress import canonical_name
+
+        try:
+            addr = ipaddress.ip_address(canonical_name(name))
+        except ValueError:
+            return
+        row = self.journal.row_at(addr.version, int(addr))
+        if row is None or row.state != BOUND or row.uid != uid:
+            return  # released (ours), never bound, or already repaired
+        if row.owner.pool not in self.pools:
+            return
+        try:
+            self._recreate(row, _Budget(self.budget, self.call_timeout))
+        except AddressConflict:
+            pass  # reported by _conflict
+        except ProviderUnavailable as exc:
+            log.warning(
+                "ipam (cluster scope): cannot re-create IPAddress %s yet (%s); the claim's "
+                "next retry does",
+                name,
+                safe(exc),
+            )
+
+    def _conflict(self, row: JournalRow, holder: IPAddressObject) -> AddressConflict:
+        """Report (ERROR log, /health, counter) that someone else holds ``row``'s address."""
+        ours = _claim_text(row.allocation.claim, row.owner.claim_uid)
+        notes = holder.annotations or {}
+        parent = holder.parent
+        theirs = f"{parent.namespace}/{parent.name}" if parent is not None and parent.name else "?"
+        theirs += f" (uid {notes.get(CLAIM_UID_ANNOTATION, '?')}"
+        theirs += f", node {notes.get(NODE_ANNOTATION, '?')}"
+        theirs += f", managed by {(holder.labels or {}).get(MANAGED_BY_LABEL, '?')})"
+        message = (
+            f"ipam (cluster scope): IPAddress {row.name} of claim {ours} on node {self.node} "
+            f"was deleted, and the address is now held by claim {safe(theirs)}: one address, "
+            "two claims. This claim is not answered; release one of the two claims (delete "
+            "its pod) so the other keeps the address"
+        )
+        if self.conflicts.report(row.name, holder.uid, message):
+            log.error("%s", message)
+        return AddressConflict(message)
+
+    def distrust_journal(self, reason: str) -> None:
+        """The journal was written against another cluster: its rows answer nothing
+        the API does not confirm (a hook for the start-up check of the cluster's UID)."""
+        self._distrusted = reason
 
     def _request_budget(self, doing: str) -> _Budget:
         """The deadline of one allocation, reservation or release (never on an event loop)."""
@@ -479,32 +842,26 @@ class ClusterIpam:
         views: dict[int, RangeView],
         budget: _Budget,
     ) -> tuple[list[str], list[JournalRow]]:
-        """The journal's addresses for ``owner`` (new intents committed); refreshes the views
-        once when the journal finds a range full."""
-        refreshed = False
-        while True:
-            try:
-                with cluster_call(views) as inserted:
-                    addresses = self.journal.allocate(owner, wanted, claim=claim)
-                return addresses, list(inserted)
-            except RangeExhausted:
-                if refreshed:
-                    full = next(
-                        (
-                            r
-                            for r in wanted
-                            if r.version in views and self._looks_full(views[r.version])
-                        ),
-                        wanted[0],
-                    )
-                    raise RangeExhausted(
-                        f"ipam (cluster scope): no free address left in IPv{full.version} range "
-                        f"{full} for {owner}: the cluster holds every address of it as IPAddress "
-                        "objects (kubectl get ipaddresses); free addresses with `dranet-cloud "
-                        "ipam gc --kubernetes --ipam-scope cluster` or configure a larger range"
-                    ) from None
-                refreshed = True
-                self._refresh(budget, newer_than=time.monotonic())
+        """The journal's addresses for ``owner`` (new intents committed).
+
+        Full means every address is known taken (the journal, the watched
+        blocks, the 409s met): no list is made to double-check.
+        """
+        try:
+            with cluster_call(views) as inserted:
+                addresses = self.journal.allocate(owner, wanted, claim=claim)
+            return addresses, list(inserted)
+        except RangeExhausted:
+            full = next(
+                (r for r in wanted if r.version in views and self._looks_full(views[r.version])),
+                wanted[0],
+            )
+            raise RangeExhausted(
+                f"ipam (cluster scope): no free address left in IPv{full.version} range "
+                f"{full} for {owner}: the cluster holds every address of it as IPAddress "
+                "objects (kubectl get ipaddresses); free addresses with `dranet-cloud "
+                "ipam gc --kubernetes --ipam-scope cluster` or configure a larger range"
+            ) from None
 
     @staticmethod
     def _looks_full(view: RangeView) -> bool:
@@ -522,7 +879,9 @@ class ClusterIpam:
         """Bring a non-bound row to ``bound``; ``(done, writes)``.
 
         Not done: someone else holds the address, the row is dropped and the
-        view knows, so the next pick avoids it.
+        view knows, so the next pick avoids it.  A fresh candidate in a block
+        the view does not watch yet widens the watch first (waited for
+        briefly), so a taken address costs no write when the watch shows it.
         """
         kube_error, _not_found, _conflict, already_exists = _kube_errors()
         view = views.get(row.family)
@@ -535,6 +894,9 @@ class ClusterIpam:
                     return True, 0
                 self._lost(row, view)
                 return False, 0
+        elif self._taken_in_view(row, budget):
+            self._lost(row, view)
+            return False, 0
         try:
             obj = self._create(row, claim, budget)
         except already_exists:
@@ -543,12 +905,8 @@ class ClusterIpam:
                 if found is not None and self._ours(found, row):
                     self._bind(row, found)
                     return True, 1
-            self._lost(row, view)
-            if view is not None:
-                view.move_home()
-                self._refresh(
-                    budget, newer_than=time.monotonic() - self.min_refresh, required=False
-                )
+            self.conflicts.count("create_conflicts")
+            self._lost(row, view)  # the view learns it: no list follows
             return False, 1
         except kube_error as exc:
             self._create_failed(row, exc)
@@ -556,7 +914,30 @@ class ClusterIpam:
             view.add(row.value)
             view.advance(row.value)
         self._bind(row, obj)
+        self._prefetch(row)
         return True, 1
+
+    def _taken_in_view(self, row: JournalRow, budget: _Budget) -> bool:
+        """Whether the watch of ``row``'s block shows someone else's object there."""
+        watch = self._watch_of(row)
+        if watch is None:
+            return False
+        block = watch.block_of(row.value)
+        if watch.watch([block]):
+            wait = min(
+                self.sync_wait, max(0.0, budget.until - time.monotonic() - self.call_timeout)
+            )
+            watch.wait_covered(row.value, wait)
+        return watch.covers(row.value) and watch.lookup(row.name) is not None
+
+    def _prefetch(self, row: JournalRow) -> None:
+        """Near the end of a block, watch the next one: next fit goes there soon."""
+        watch = self._watch_of(row)
+        if watch is None:
+            return
+        offset = row.value - watch.view.lo
+        if offset % 64 >= 48 and offset + 64 < watch.range.size:
+            watch.watch([watch.block_of(row.value) + 1])
 
     def _create_failed(self, row: JournalRow, exc: Exception) -> NoReturn:
         # A create refused with a 4xx was certainly not stored: the intent goes.
@@ -587,14 +968,15 @@ class ClusterIpam:
     def _lost(self, row: JournalRow, view: RangeView | None) -> None:
         self.journal.forget([row])
         if view is not None:
-            view.add(row.value)
+            view.add(row.value)  # from the watch's store, else a foreign address
+            view.advance(row.value)
         log.debug("ipam (cluster scope): %s is held elsewhere in the cluster", row.name)
 
     def _bind(self, row: JournalRow, obj: IPAddressObject) -> None:
-        if self.journal.set_state(row, BOUND, obj.uid):
+        if self.journal.set_state(row, BOUND, obj.uid, expect=(PENDING, UNBACKED)):
             return
         # Released while the create was in flight: nobody records the object now,
-        # so it goes (a failed delete leaves it to the sweep: its claim is gone).
+        # so it goes (a failed delete leaves it to the collector: its claim is gone).
         try:
             self._delete(row.name, obj.uid, _Budget(self.call_timeout, self.call_timeout))
         except ProviderUnavailable as exc:
@@ -632,6 +1014,7 @@ class ClusterIpam:
         rng = self._range_of(row)
         if rng is not None:
             annotations[RANGE_ANNOTATION] = str(rng)
+            labels[BLOCK_LABEL] = block_value(rng, block_index(rng, row.value))
         self._count("create")
         obj = self.api.create_ip_address(
             row.name, parent, labels, annotations, deadline=budget.call(f"create {row.name}")
@@ -723,6 +1106,10 @@ class ClusterIpam:
         done: list[JournalRow] = []
         failed: list[tuple[JournalRow, Exception]] = []
         for row in rows:
+            if row.owner.pool in self.pools and row.state != RELEASING:
+                # Before the delete: the watch's DELETED event of our own delete
+                # must not be taken for someone else's and repaired.
+                self.journal.set_state(row, RELEASING, row.uid)
             try:
                 if row.owner.pool in self.pools:
                     self._release_object(row, budget)
@@ -735,9 +1122,7 @@ class ClusterIpam:
             view = self._existing_view(row)
             if view is not None:
                 view.discard(row.value)
-        for row, _exc in failed:
-            if row.state != RELEASING:
-                self.journal.set_state(row, RELEASING, row.uid)
+            self.conflicts.clear(row.name)
         if failed:
             log.warning(
                 "ipam (cluster scope): %d object(s) could not be deleted (kept for the "
@@ -765,64 +1150,97 @@ class ClusterIpam:
         with self._views_lock:
             return self._views.get(rng)
 
-    def _view(self, rng: IPRange, budget: _Budget) -> RangeView:
-        now = time.monotonic()
+    def _view(self, rng: IPRange, budget: _Budget | None = None) -> RangeView:
+        """The range's view; its watch (when this store watches) starts on first use
+        over the blocks this node uses, and a first allocation waits for it briefly."""
+        from .cluster_view import RangeWatch
+
         with self._views_lock:
             view = self._views.get(rng)
-            if view is None:
-                view = self._views[rng] = RangeView(rng, self._home)
-                self._new_views = now
-        # A new range needs a list begun after it was known; any needs one now and then.
-        self._refresh(budget, newer_than=max(self._new_views, now - self.refresh_interval))
+            if view is not None:
+                return view
+            view = self._views[rng] = RangeView(rng, self._home)
+            watch = None
+            if self._make_informer is not None:
+                watch = self._watches[rng] = RangeWatch(
+                    view,
+                    self._make_informer,
+                    on_deleted=self.repairs.deleted,
+                    initial_jitter=self._initial_jitter,
+                )
+        if watch is not None:
+            watch.watch(self._blocks_in_use(rng, view))
+            if budget is not None:
+                wait = min(self.sync_wait, max(0.0, budget.until - time.monotonic() - 1.0))
+                watch.wait_covered(view.lo + view.home, wait)
         return view
 
-    def _refresh(self, budget: _Budget, *, newer_than: float, required: bool = True) -> None:
-        """List every IPAddress once and refill every range's view from it, unless
-        a list begun after ``newer_than`` already did (one list at a time).
+    def _blocks_in_use(self, rng: IPRange, view: RangeView) -> set[int]:
+        """The home block, the blocks of the journal's rows and of this node's objects."""
+        blocks = {block_index(rng, view.lo + view.home)}
+        for row in self.journal.all_rows():
+            if row.family == rng.version and view.lo <= row.value <= view.hi:
+                blocks.add(block_index(rng, row.value))
+        own = self._own_object_blocks()
+        blocks.update(own.get(str(rng), ()))
+        return blocks
 
-        Only a ``required`` list fails the caller: after a 409 the list merely
-        helps the next pick, and the create stays the referee.
+    def _own_object_blocks(self) -> dict[str, list[int]]:
+        """Blocks (by range) of this node's objects: one LIST by node label, at start.
+
+        Finds objects the journal does not know (a journal lost or replaced) so
+        their blocks are watched too.  A failure is logged and tried again at
+        the next range's start: it only widens what is watched.
         """
-        if self._listed >= newer_than:
-            return
-        with self._refresh_lock:
-            if self._listed >= newer_than:
-                return
-            with self._views_lock:
-                views = list(self._views.values())
-            kube_error = _kube_errors()[0]
-            started = time.monotonic()
-            self._count("list")
+        if self._own_blocks is not None:
+            return self._own_blocks
+        kube_error = _kube_errors()[0]
+        if not label_value_ok(self.node):
+            self._own_blocks = {}
+            return self._own_blocks
+        self._count("list")
+        try:
+            objs = self.api.list_ip_addresses(f"{NODE_LABEL}={self.node}", deadline=30.0)
+        except kube_error as exc:
+            log.warning(
+                "ipam (cluster scope): cannot list this node's IPAddress objects (%s); only "
+                "the journal's blocks are watched",
+                safe(exc),
+            )
+            return {}
+        self._own_at_start = list(objs)[:MAX_START_OBJECTS]
+        found: dict[str, list[int]] = {}
+        for obj in objs:
+            rng_text = (obj.annotations or {}).get(RANGE_ANNOTATION)
+            if not rng_text:
+                continue
             try:
-                # A list may take longer than one call: it gets what is left.
-                names = self.api.list_ip_address_names(
-                    deadline=max(budget.call("list ipaddresses"), budget.until - started)
-                )
-            except kube_error as exc:
-                if not required:
-                    log.info("ipam (cluster scope): cannot list IPAddress objects: %s", safe(exc))
-                    return
-                raise ProviderUnavailable(
-                    f"ipam (cluster scope): cannot list IPAddress objects ({exc}); retry"
-                ) from exc
-            taken: dict[int, list[int]] = {id(v): [] for v in views}
-            for name in names:
-                try:
-                    addr = ipaddress.ip_address(name)
-                except ValueError:
-                    continue
-                value = int(addr)
-                for v in views:
-                    if v.range.version == addr.version and v.lo <= value <= v.hi:
-                        taken[id(v)].append(value)
-            for v in views:
-                v.replace(taken[id(v)], started)
-            self._listed = started
-            log.debug("ipam (cluster scope): listed %d IPAddress objects", len(names))
+                rng = IPRange.parse(rng_text)
+                value = int(obj.address)
+            except ValueError:
+                continue
+            if int(rng.start) <= value <= int(rng.end):
+                found.setdefault(str(rng), []).append(block_index(rng, value))
+        self._own_blocks = found
+        return found
+
+    def _watch_of(self, row: JournalRow) -> RangeWatch | None:
+        rng = self._range_of(row)
+        if rng is None:
+            return None
+        with self._views_lock:
+            return self._watches.get(rng)
 
     # Last: a method named ``list`` shadows the builtin in annotations below it.
     def list(self) -> list[Allocation]:
         return self.journal.list()
+
+
+def _claim_text(claim: ClaimReference | None, uid: str = "") -> str:
+    if claim is None:
+        return f"uid {uid or '?'}"
+    name = f"{claim.namespace}/{claim.name}" if claim.namespace and claim.name else "?"
+    return f"{name} (uid {claim.uid or uid or '?'})"
 
 
 def node_home(node: str) -> int:
@@ -837,19 +1255,26 @@ def open_cluster_ipam(
     kubeconfig: str | None = None,
     api: IPAddressApi | None = None,
     create: bool = False,
+    watch: bool = True,
     **options: Any,
 ) -> ClusterIpam:
     """The cluster-scope store: the journal at ``path`` and an API client.
 
     Without ``api`` a :class:`~dranet_cloud.kube.KubeClient` is built from
-    ``kubeconfig`` (else ``KUBECONFIG``, else the service account).
+    ``kubeconfig`` (else ``KUBECONFIG``, else the service account); with
+    ``watch`` (and no ``make_informer`` given) the ranges' views are
+    informers on that client.  A one-shot command passes ``watch=False``:
+    it learns what is taken from the 409s alone.
     """
     close: Callable[[], None] | None = None
+    client: Any = api
     if api is None:
         from ..kube import KubeClient
 
         client = KubeClient(kubeconfig)
         api, close = client, client.close
+    if watch and "make_informer" not in options:
+        options["make_informer"] = informer_factory(client)
     try:
         journal = ClusterJournal(path, rng=ViewStart(), create=create)
     except BaseException:
@@ -857,3 +1282,14 @@ def open_cluster_ipam(
             close()
         raise
     return ClusterIpam(journal, api, node=node, close_api=close, **options)
+
+
+def informer_factory(client: Any) -> InformerFactory:
+    """Informers on IPAddresses through ``client`` (a :class:`~dranet_cloud.kube.KubeClient`)."""
+
+    def make(**kwargs: Any) -> Any:
+        from ..kube.informer import IPADDRESSES, Informer
+
+        return Informer(client, IPADDRESSES, **kwargs)
+
+    return make

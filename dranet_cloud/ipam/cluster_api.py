@@ -11,16 +11,20 @@ modules imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..kube.ipaddress import IP_FAMILY_LABEL, MANAGED_BY_LABEL
 
 if TYPE_CHECKING:
+    from ..iprange import IPRange
     from ..kube.client import ClaimListing
     from ..kube.ipaddress import IPAddressObject, ParentRef
 
 __all__ = [
+    "BLOCK_LABEL",
+    "BLOCK_SIZE",
     "CLAIM_GROUP",
     "CLAIM_RESOURCE",
     "CLAIM_UID_ANNOTATION",
@@ -34,6 +38,10 @@ __all__ = [
     "POOL_ANNOTATION",
     "RANGE_ANNOTATION",
     "IPAddressApi",
+    "block_index",
+    "block_selector",
+    "block_value",
+    "range_id",
 ]
 
 # This project's value: the API server's repair loop leaves objects managed
@@ -49,9 +57,37 @@ CLAIM_UID_ANNOTATION = _PREFIX + "claim-uid"
 DEVICE_ANNOTATION = _PREFIX + "device"  # the NIC's identity: mac:.. (20 bytes on InfiniBand)
 POOL_ANNOTATION = _PREFIX + "pool"
 RANGE_ANNOTATION = _PREFIX + "range"
+# ``<range id>.<block index>``: which 64-address block of which range an object
+# lies in, so that a node watches only the blocks it uses (``block in (...)``)
+# and never the whole range.  Objects without it (an earlier version's, or
+# someone else's in the range) are learned only from the 409 their address
+# answers a create with.
+BLOCK_LABEL = _PREFIX + "block"
+BLOCK_SIZE = 64
 
 CLAIM_GROUP = "resource.k8s.io"
 CLAIM_RESOURCE = "resourceclaims"
+
+
+def range_id(rng: IPRange) -> str:
+    """A short stable name of ``rng`` (every node derives the same from the same range)."""
+    return hashlib.sha256(str(rng).encode()).hexdigest()[:10]
+
+
+def block_index(rng: IPRange, value: int) -> int:
+    """The block of ``rng`` that the address ``value`` (an integer) lies in."""
+    return (value - int(rng.start)) // BLOCK_SIZE
+
+
+def block_value(rng: IPRange, block: int) -> str:
+    """The :data:`BLOCK_LABEL` value of ``block`` of ``rng`` (hex, lower case)."""
+    return f"{range_id(rng)}.{block:x}"
+
+
+def block_selector(rng: IPRange, blocks: Iterable[int]) -> str:
+    """The label selector of the objects in ``blocks`` of ``rng``."""
+    values = ",".join(block_value(rng, b) for b in sorted(set(blocks)))
+    return f"{BLOCK_LABEL} in ({values})"
 
 
 class IPAddressApi(Protocol):
@@ -75,6 +111,6 @@ class IPAddressApi(Protocol):
         self, label_selector: str | None = None, *, deadline: float | None = None
     ) -> Sequence[IPAddressObject]: ...
 
-    def list_ip_address_names(self, *, deadline: float | None = None) -> Sequence[str]: ...
-
     def list_resource_claims(self, *, deadline: float | None = None) -> ClaimListing: ...
+
+    def get_node(self, name: str, *, deadline: float | None = None) -> dict[str, Any]: ...

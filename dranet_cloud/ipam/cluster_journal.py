@@ -12,8 +12,9 @@ file, where each row stands with the API:
 * ``bound``: the API answered 201 (or the object was found naming this
   claim); the object's UID is recorded, and only now may the address be
   handed out;
-* ``releasing``: a release could not delete the object; the row stays and
-  the collector retries the delete.
+* ``releasing``: a release is deleting the object (recorded *before* the
+  delete, so the node's own deletes are never taken for someone else's and
+  repaired); a row left in it (the delete failed) is retried by the collector.
 
 A row without a record in that table was written in node scope (the node
 switched scopes); the allocator treats it like an intent.
@@ -69,11 +70,12 @@ _ROW_COLUMNS = (
 class RangeView:
     """The addresses of one range that the cluster holds, as far as this node knows.
 
-    Filled from a complete list of the range's ``IPAddress`` objects (any
-    manager), then kept up to date with what this node learns: its own
-    creates and deletes, and every 409 it meets.  It only steers the choice
-    of a candidate; the create's 409 is what keeps addresses unique, so a
-    stale view costs a wasted write, never a duplicate.
+    Fed by the range's watch (:mod:`.cluster_view`: the objects of the blocks
+    this node uses), by this node's own creates and deletes, and by every 409
+    it meets (an address someone holds that the watch does not show: an
+    object without a block label, or one the watch has not delivered yet).
+    It only steers the choice of a candidate; the create's 409 is what keeps
+    addresses unique, so a stale view costs a wasted write, never a duplicate.
     """
 
     def __init__(self, rng: IPRange, home: int = 0) -> None:
@@ -82,50 +84,15 @@ class RangeView:
         self.hi = int(rng.end)
         self._taken: list[int] = []
         self._lock = threading.Lock()
-        self.listed_at: float | None = None  # time.monotonic() of the list it holds
-        # Where this node's searches start (an offset into the range): its own
-        # stretch.  Moved to a random point when a create meets someone else's
-        # object there, since that stretch is evidently another node's too.
+        # Where this node's next search starts (an offset into the range):
+        # first the home derived from the node's name, then next fit.
         self.home = home % rng.size
-        self._random = random.Random(home)
-
-    def move_home(self, samples: int = 8) -> None:
-        """Start the next searches in the middle of a wide free stretch.
-
-        Not merely at a random point: the first free address after one is
-        most often the next address some other node's search will take (the
-        end of its stretch).  Of a few random points, the one in the widest
-        gap between taken addresses wins, and the home goes to that gap's
-        middle, leaving room to the node behind.
-        """
-        best: tuple[int, int] | None = None  # (gap size, middle)
-        with self._lock:
-            taken = self._taken
-            for _ in range(samples):
-                value = self.lo + self._random.randrange(self.range.size)
-                i = bisect.bisect_left(taken, value)
-                if i < len(taken) and taken[i] == value:
-                    continue
-                first = taken[i - 1] + 1 if i > 0 else self.lo
-                last = taken[i] - 1 if i < len(taken) else self.hi
-                size = last - first + 1
-                if best is None or size > best[0]:
-                    best = (size, first + size // 2)
-        if best is None:
-            self.home = self._random.randrange(self.range.size)
-        else:
-            self.home = best[1] - self.lo
+        self.start = self.home
 
     def advance(self, value: int) -> None:
-        """Next fit: the next search starts after ``value``, which this node just took,
-        so a node's allocations cost no walk over its own earlier ones."""
+        """Next fit: the next search starts after ``value`` (taken by this node, or
+        found taken), so a node's allocations cost no walk over its own earlier ones."""
         self.home = (value - self.lo + 1) % self.range.size
-
-    def replace(self, values: Sequence[int], listed_at: float) -> None:
-        ordered = sorted(set(values))
-        with self._lock:
-            self._taken = ordered
-            self.listed_at = listed_at
 
     def add(self, value: int) -> None:
         with self._lock:
@@ -138,6 +105,13 @@ class RangeView:
             i = bisect.bisect_left(self._taken, value)
             if i < len(self._taken) and self._taken[i] == value:
                 del self._taken[i]
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, int):
+            return False
+        with self._lock:
+            i = bisect.bisect_left(self._taken, value)
+            return i < len(self._taken) and self._taken[i] == value
 
     def between(self, lo: int, hi: int) -> list[int]:
         """Taken values in ``[lo, hi]``, ascending (a copy: others may add meanwhile)."""
@@ -282,6 +256,17 @@ class ClusterJournal(SqliteStore):
             out.append(JournalRow(sqlite_rows.to_allocation(row), family, int(key, 16), state, uid))
         return out
 
+    def row_at(self, family: int, value: int) -> JournalRow | None:
+        """The row holding the address ``value`` of ``family``, if any (one per address)."""
+        key = sqlite_rows.addr_key(family, value)
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                f"SELECT {_ROW_COLUMNS} FROM allocations a WHERE a.family = ? AND a.addr_key = ?",
+                (family, key),
+            ).fetchall()
+            found = self._with_states(conn, rows)
+        return found[0] if found else None
+
     def rows(self, owner: Owner) -> list[JournalRow]:
         """What ``owner`` holds (its NIC's linked identities included), with states."""
         with self._snapshot() as conn:
@@ -307,11 +292,21 @@ class ClusterJournal(SqliteStore):
 
     # -- writing ------------------------------------------------------------------------
 
-    def set_state(self, row: JournalRow, state: str, uid: str | None) -> bool:
-        """Record ``state`` (and the object's UID) for ``row``; False when the row is gone.
+    def set_state(
+        self,
+        row: JournalRow,
+        state: str,
+        uid: str | None,
+        *,
+        expect: Sequence[str] | None = None,
+        expect_uid: str | None = None,
+    ) -> bool:
+        """Record ``state`` (and the object's UID) for ``row``; False when the row is gone,
+        or (with ``expect``) when its state is not one of ``expect`` or (with
+        ``expect_uid``) its UID is another: a compare-and-set.
 
-        A row released while its create was in flight is gone: the caller then
-        owns an object nobody records and must delete it.
+        A row released while its create was in flight is gone or ``releasing``:
+        the caller then owns an object nobody records and must delete it.
         """
         key = sqlite_rows.addr_key(row.family, row.value)
         with self._transaction() as conn:
@@ -322,6 +317,16 @@ class ClusterJournal(SqliteStore):
             ).fetchone()
             if held is None:
                 return False
+            if expect is not None or expect_uid is not None:
+                found = conn.execute(
+                    "SELECT state, uid FROM ip_address_objects WHERE family = ? AND addr_key = ?",
+                    (row.family, key),
+                ).fetchone()
+                now, now_uid = (UNBACKED, None) if found is None else (str(found[0]), found[1])
+                if expect is not None and now not in expect:
+                    return False
+                if expect_uid is not None and now_uid != expect_uid:
+                    return False
             conn.execute(
                 "INSERT OR REPLACE INTO ip_address_objects (family, addr_key, state, uid) "
                 "VALUES (?, ?, ?, ?)",

@@ -1,25 +1,26 @@
-"""Reclaiming this project's IPAddress objects whose claims are gone, from any node.
+"""Deleting this project's IPAddress objects whose claims are proven gone.
 
 An ``IPAddress`` is cluster-scoped and its claim is namespaced, so it cannot
 carry an ownerReference and Kubernetes' garbage collector never deletes it (a
 cluster-scoped dependent of a namespaced owner has an unresolvable owner
 reference: kubernetes/website
 ``content/en/docs/concepts/architecture/garbage-collection.md``).  A node
-that releases its claims deletes their objects; a node that vanished
-(deleted, reinstalled, its disk lost) cannot.
-So every collection in cluster scope also sweeps the cluster: the objects
-labelled ``ipaddress.kubernetes.io/managed-by: dranet-cloud.dra.net``
-whose claim the API proves gone are deleted, whichever node made them.
+that releases its claims deletes their objects; what is left is judged here,
+for three callers that each look at a bounded set of objects:
 
-The rules are :mod:`.reclaim`'s: proof, not absence of news.  The list of
-objects must be complete (a failed or partial list deletes nothing); a claim
-is gone when the :class:`~.reclaim.ClaimSource` proves it (GET of the
-parentRef's namespace/name answers 404 or another UID; with many claims one
-complete list of every ResourceClaim that lacks the UID); an object younger
-than the grace period before the evidence is kept; an object that does not
-say which claim it belongs to is never touched.  Each delete carries the
-object's UID as a precondition, so an address reassigned meanwhile is not
-freed.
+* a node's collector: its own orphans (objects labelled with this node that
+  its journal does not hold), from its watches (:meth:`~.cluster.ClusterIpam.cluster_reclaim`);
+* the one reclaimer that holds the Lease: the objects of nodes that no longer
+  exist (:mod:`.cluster_reclaimer`);
+* ``ipam gc --kubernetes --ipam-scope cluster`` run once by an operator:
+  every object of the project, but never one of a node whose Node exists.
+
+The rules are :mod:`.reclaim`'s: proof, not absence of news.  A claim is gone
+when the :class:`~.reclaim.ClaimSource` proves it (GET of the parentRef's
+namespace/name answers 404 or another UID); an object younger than the grace
+period before the evidence is kept; an object that does not say which claim
+it belongs to is never touched.  Each delete carries the object's UID as a
+precondition, so an address reassigned meanwhile is not freed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from .cluster_api import (
     CLAIM_UID_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    NODE_ANNOTATION,
+    NODE_LABEL,
 )
 from .reclaim import NothingProven
 
@@ -111,6 +114,30 @@ def _claim_of(obj: Any) -> ClaimReference | None:
     return ClaimReference(uid=str(uid))
 
 
+def node_of(obj: Any) -> str | None:
+    """The node an object names (annotation, else label), or None."""
+    notes = getattr(obj, "annotations", None) or {}
+    labels = getattr(obj, "labels", None) or {}
+    return notes.get(NODE_ANNOTATION) or labels.get(NODE_LABEL) or None
+
+
+def list_managed(
+    api: IPAddressApi,
+    selector: str = f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+    *,
+    timeout: float = DEFAULT_SWEEP_TIMEOUT,
+    counted: Callable[[str], None] | None = None,
+) -> list[Any]:
+    """This project's objects matching ``selector``, complete, or :class:`NothingProven`."""
+    from ..kube import KubeError
+
+    (counted or (lambda _kind: None))("list")
+    try:
+        return list(api.list_ip_addresses(selector, deadline=timeout))
+    except KubeError as exc:
+        raise NothingProven(f"cannot list IPAddress objects ({exc}); nothing was deleted") from exc
+
+
 def sweep_ip_addresses(
     api: IPAddressApi,
     source: ClaimSource,
@@ -119,24 +146,22 @@ def sweep_ip_addresses(
     dry_run: bool = False,
     timeout: float = DEFAULT_SWEEP_TIMEOUT,
     counted: Callable[[str], None] | None = None,
+    objects: Sequence[Any] | None = None,
+    skip: Callable[[Any], bool] | None = None,
 ) -> SweepResult:
-    """Delete this project's IPAddress objects whose claims ``source`` proves gone.
+    """Delete the objects (``objects``, else every object of this project, listed once)
+    whose claims ``source`` proves gone; ``skip(obj)`` True leaves one alone.
 
     Raises :class:`~.reclaim.NothingProven` (nothing deleted) when the list
     of objects or the evidence fails.
     """
-    from ..kube import KubeError
-
     count = counted or (lambda _kind: None)
     until = time.monotonic() + timeout
     result = SweepResult(dry_run)
-    count("list")
-    try:
-        objects: Sequence[Any] = api.list_ip_addresses(
-            f"{MANAGED_BY_LABEL}={MANAGED_BY}", deadline=timeout
-        )
-    except KubeError as exc:
-        raise NothingProven(f"cannot list IPAddress objects ({exc}); nothing was deleted") from exc
+    if objects is None:
+        objects = list_managed(api, timeout=timeout, counted=count)
+    if skip is not None:
+        objects = [o for o in objects if not skip(o)]
     result.checked = len(objects)
     by_uid: dict[str, ClaimReference] = {}
     judged: list[tuple[Any, str]] = []
@@ -168,7 +193,7 @@ def sweep_ip_addresses(
         if dry_run:
             result.deleted.append(obj.name)
             continue
-        if not _delete(api, obj, until, count):
+        if not delete_object(api, obj, until, count):
             result.failed += 1
             continue
         result.deleted.append(obj.name)
@@ -177,12 +202,13 @@ def sweep_ip_addresses(
             obj.name,
             safe(by_uid[uid].qualified_name or "?"),
             safe(uid),
-            safe((obj.annotations or {}).get("dranet-cloud.dra.net/node", "?")),
+            safe(node_of(obj) or "?"),
         )
     return result
 
 
-def _delete(api: IPAddressApi, obj: Any, until: float, count: Callable[[str], None]) -> bool:
+def delete_object(api: IPAddressApi, obj: Any, until: float, count: Callable[[str], None]) -> bool:
+    """Delete ``obj`` if it still has its UID; True when it is gone (or replaced)."""
     from ..kube import KubeConflict, KubeError, KubeNotFound
 
     left = until - time.monotonic()

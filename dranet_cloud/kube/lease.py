@@ -22,10 +22,11 @@ What differs: candidates do not poll every ``retry_period`` (in a cluster of
 thousands that would be 30 GETs a minute per node, for nothing).  They GET the
 Lease every ``candidate_poll`` seconds; without one it is derived from the
 number of candidates the holder writes in the annotation
-:data:`CANDIDATES_ANNOTATION`: 0.6 s per candidate, clamped to 10-60 s and
-jittered, so the whole cluster's polling stays near one or two GETs a second
-whatever its size.  A successor then takes over within about a lease duration
-plus one poll.  :meth:`LeaseElector.stop` releases a held lease so a successor
+:data:`CANDIDATES_ANNOTATION`: 0.6 s per candidate, clamped to 10-120 s and
+jittered, so each node polls at most once a minute from 100 candidates on (half
+that from 200), while the whole cluster still looks often enough that someone
+sees an expired lease within seconds of it expiring.  A small cluster's
+successor takes over within about a lease duration plus one poll.  :meth:`LeaseElector.stop` releases a held lease so a successor
 need not wait that long.
 """
 
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 CANDIDATES_ANNOTATION = "dranet-cloud.dra.net/candidates"
 SKEW_MARGIN = 5.0  # seconds another node's clock may be off from ours
 POLL_PER_CANDIDATE = 0.6
-POLL_MIN, POLL_MAX = 10.0, 60.0
+POLL_MIN, POLL_MAX = 10.0, 120.0
 JOIN_TIMEOUT = 5.0  # beyond the one call that may be in flight
 
 

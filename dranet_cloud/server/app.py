@@ -435,10 +435,28 @@ class ByodpApp:
             return text_reply(503, f"unhealthy: {problem}")
         if self.health_warnings:
             warnings = [*warnings, *(w for more in self.health_warnings for w in more())]
-        if warnings:  # degraded but serving: said, not a 503 that restarts the sidecar
-            doc = {**self._caps_wire, "warnings": list(warnings)}
+        cluster = self._cluster_state()
+        if warnings or cluster is not None:
+            # degraded but serving: said, not a 503 that restarts the sidecar
+            doc = {**self._caps_wire}
+            if warnings:
+                doc["warnings"] = list(warnings)
+            if cluster is not None:
+                doc["ipam"] = cluster
             return 200, json.dumps(doc, separators=(",", ":")).encode(), _JSON
         return 200, self._health_body, _JSON
+
+    def _cluster_state(self) -> dict[str, Any] | None:
+        """Cluster scope's views (synced, last error) and the reclaimer lease, if any."""
+        store = self.host.context.ipam_if_open
+        probe = getattr(store, "cluster_state", None)
+        if not callable(probe):
+            return None
+        doc: dict[str, Any] = probe()
+        reclaimer = getattr(store, "reclaimer", None)
+        if reclaimer is not None:
+            doc["reclaimer"] = reclaimer.state()
+        return doc
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

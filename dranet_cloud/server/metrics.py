@@ -231,6 +231,53 @@ class _StateCollector(Collector):
             pools.add_metric([pool], count)
         yield from (size, used, free, pools)
         yield from _store_health(store)
+        yield from _cluster_scope(store)
+
+
+# Cluster scope's counters (ipam/cluster.py ``cluster_stats``): what each means.
+_CLUSTER_COUNTERS = {
+    "repairs": "IPAddress objects deleted by someone else and re-created for their live claim",
+    "conflicts": "addresses whose object was deleted and then taken by another claim",
+    "create_conflicts": "creates answered 409 (the address was held elsewhere)",
+    "repairs_dropped": "repairs dropped by a full queue (the claim's retry repairs instead)",
+    "informer_lists": "lists made by the range views' informers (from the watch cache)",
+    "informer_list_objects": "objects those lists served",
+    "informer_watches": "watch streams the range views opened",
+    "informer_events": "watch events the range views received",
+    "informer_relists": "relists of the range views (410 Gone or new blocks)",
+    "informer_errors": "failed lists and watches of the range views",
+}
+_RECLAIMER_COUNTERS = {
+    "terms": "times this sidecar took the reclaimer lease",
+    "lists": "lists of IPAddress objects made by the reclaimer",
+    "sweeps": "checks of vanished nodes' objects made by the reclaimer",
+    "deleted": "vanished nodes' objects the reclaimer deleted",
+}
+
+
+def _cluster_scope(store: Any) -> Iterator[Metric]:
+    """``dranet_cloud_ipam_cluster_*_total``, the reclaimer's counters and whether this
+    node holds its lease (cluster scope only; counters read, nothing called)."""
+    probe = getattr(store, "cluster_stats", None)
+    if not callable(probe):
+        return
+    stats = probe()
+    for key, text in _CLUSTER_COUNTERS.items():
+        metric = CounterMetricFamily(f"dranet_cloud_ipam_cluster_{key}", text)
+        metric.add_metric([], stats.get(key, 0))
+        yield metric
+    reclaimer = getattr(store, "reclaimer", None)
+    if reclaimer is None:
+        return
+    for key, text in _RECLAIMER_COUNTERS.items():
+        metric = CounterMetricFamily(f"dranet_cloud_ipam_reclaimer_{key}", text)
+        metric.add_metric([], getattr(reclaimer.stats, key, 0))
+        yield metric
+    leader = GaugeMetricFamily(
+        "dranet_cloud_ipam_reclaimer_leader", "1 when this sidecar holds the reclaimer lease"
+    )
+    leader.add_metric([], 1 if reclaimer.is_leader else 0)
+    yield leader
 
 
 def _store_health(store: Any) -> Iterator[Metric]:
