@@ -26,8 +26,9 @@ number of candidates the holder writes in the annotation
 jittered, so each node polls at most once a minute from 100 candidates on (half
 that from 200), while the whole cluster still looks often enough that someone
 sees an expired lease within seconds of it expiring.  A small cluster's
-successor takes over within about a lease duration plus one poll.  :meth:`LeaseElector.stop` releases a held lease so a successor
-need not wait that long.
+successor takes over within about a lease duration plus one poll.
+:meth:`LeaseElector.stop` releases a held lease so a successor need not wait
+that long.
 """
 
 from __future__ import annotations
