@@ -1200,7 +1200,10 @@ class ClusterIpam:
             return self._own_blocks
         self._count("list")
         try:
-            objs = self.api.list_ip_addresses(f"{NODE_LABEL}={self.node}", deadline=30.0)
+            # From the watch cache: every node of a rollout asks this at once.
+            objs = self.api.list_ip_addresses(
+                f"{NODE_LABEL}={self.node}", deadline=30.0, cached=True
+            )
         except kube_error as exc:
             log.warning(
                 "ipam (cluster scope): cannot list this node's IPAddress objects (%s); only "

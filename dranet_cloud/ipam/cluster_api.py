@@ -108,7 +108,11 @@ class IPAddressApi(Protocol):
     def delete_ip_address(self, name: str, uid: str, *, deadline: float | None = None) -> Any: ...
 
     def list_ip_addresses(
-        self, label_selector: str | None = None, *, deadline: float | None = None
+        self,
+        label_selector: str | None = None,
+        *,
+        deadline: float | None = None,
+        cached: bool = False,
     ) -> Sequence[IPAddressObject]: ...
 
     def list_resource_claims(self, *, deadline: float | None = None) -> ClaimListing: ...

@@ -127,13 +127,18 @@ def list_managed(
     *,
     timeout: float = DEFAULT_SWEEP_TIMEOUT,
     counted: Callable[[str], None] | None = None,
+    cached: bool = False,
 ) -> list[Any]:
-    """This project's objects matching ``selector``, complete, or :class:`NothingProven`."""
+    """This project's objects matching ``selector``, complete, or :class:`NothingProven`.
+
+    ``cached``: from the API server's watch cache (the reclaimer's lists: a
+    list a little behind only delays a delete, which a GET proves anyway).
+    """
     from ..kube import KubeError
 
     (counted or (lambda _kind: None))("list")
     try:
-        return list(api.list_ip_addresses(selector, deadline=timeout))
+        return list(api.list_ip_addresses(selector, deadline=timeout, cached=cached))
     except KubeError as exc:
         raise NothingProven(f"cannot list IPAddress objects ({exc}); nothing was deleted") from exc
 

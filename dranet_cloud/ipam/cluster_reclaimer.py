@@ -251,7 +251,7 @@ class Reclaimer:
         if not self._nodes.wait_synced(60.0):
             raise RuntimeError(f"the watch of Nodes did not sync ({self._nodes.last_error})")
         self.stats.lists += 1
-        objects = list_managed(self.client, f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        objects = list_managed(self.client, f"{MANAGED_BY_LABEL}={MANAGED_BY}", cached=True)
         self._keep_absent(objects, term)
 
     def _list_deleted_nodes(self, term: int) -> None:
@@ -261,7 +261,7 @@ class Reclaimer:
             names, self._pending_nodes = self._pending_nodes, []
         for name in names:
             self.stats.lists += 1
-            self._keep_absent(list_managed(self.client, f"{NODE_LABEL}={name}"), term)
+            self._keep_absent(list_managed(self.client, f"{NODE_LABEL}={name}", cached=True), term)
 
     def _keep_absent(self, objects: list[Any], term: int) -> None:
         from .cluster_reclaim import node_of

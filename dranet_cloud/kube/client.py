@@ -548,7 +548,14 @@ class KubeClient:
 
     def _stream_client(self) -> httpx2.Client:
         """The httpx2 client for streams: lightkube's base URL, auth and TLS, its own pool
-        (whole bodies are read below lightkube's client, a stream must not be)."""
+        (whole bodies are read below lightkube's client, a stream must not be).
+
+        No connection is kept alive for reuse: a stream ends by a timeout, a cut
+        or an abort (a socket shut down from another thread), and a connection
+        handed to the next watch after that is one the server may already have
+        closed ("closed without an answer").  Each watch opens its own; their
+        number is the number of informers, so the pool needs no cap of its own.
+        """
         import httpx2
 
         with self._streams_lock:
@@ -558,7 +565,12 @@ class KubeClient:
                     base_url=self._server,
                     auth=lightkube_http.auth,
                     trust_env=False,
-                    transport=bound(httpx2.HTTPTransport(verify=self._tls)),
+                    transport=bound(
+                        httpx2.HTTPTransport(
+                            verify=self._tls,
+                            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=0),
+                        )
+                    ),
                 )
             return self._streams
 
@@ -682,15 +694,20 @@ class KubeClient:
         deadline: float | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         max_restarts: int = MAX_LIST_RESTARTS,
+        cached: bool = False,
     ) -> list[IPAddressObject]:
         """Every IPAddress matching ``label_selector``, or :class:`KubeError`; never a part.
 
         ``label_selector`` is Kubernetes selector text (``a=b,c!=d,e in
         (f,g)``) or a mapping of labels that must all be equal.  Follows
         ``continue`` to the last page within one deadline; ``410 Expired``
-        starts over, at most ``max_restarts`` times.
+        starts over, at most ``max_restarts`` times.  ``cached``: served from
+        the API server's watch cache (``resourceVersion=0``), what a thousand
+        nodes starting at once must ask for; otherwise a consistent read.
         """
-        return self._list_ip(label_selector, deadline, page_size, max_restarts, parse_ip_address)
+        return self._list_ip(
+            label_selector, deadline, page_size, max_restarts, parse_ip_address, cached=cached
+        )
 
     def list_ip_address_names(self, *, deadline: float | None = None) -> list[str]:
         """:meth:`list_ip_addresses` of every object, complete or raising likewise, but only
@@ -704,6 +721,8 @@ class KubeClient:
         page_size: int,
         max_restarts: int,
         item: Callable[[Any], T],
+        *,
+        cached: bool = False,
     ) -> list[T]:
         if isinstance(label_selector, Mapping):
             selector = ",".join(f"{k}={v}" for k, v in label_selector.items())
@@ -716,7 +735,7 @@ class KubeClient:
             what,
             deadline,
             max_restarts,
-            lambda: self._all_pages(selector, page_size, item),
+            lambda: self._all_pages(selector, page_size, item, cached=cached),
             needs=f"list on {_IPADDRESSES}",
         )
         return found
@@ -750,7 +769,9 @@ class KubeClient:
                     continue
                 raise
 
-    def _all_pages(self, selector: str, page_size: int, item: Callable[[Any], T]) -> list[T]:
+    def _all_pages(
+        self, selector: str, page_size: int, item: Callable[[Any], T], *, cached: bool = False
+    ) -> list[T]:
         found: list[T] = []
         token = ""
         seen: set[str] = set()
@@ -759,7 +780,9 @@ class KubeClient:
             if selector:
                 params["labelSelector"] = selector
             if token:
-                params["continue"] = token
+                params["continue"] = token  # the first page's version holds for the rest
+            elif cached:
+                params["resourceVersion"] = "0"
             page, token = parse_ip_address_page(
                 self._request("GET", IPADDRESSES_PATH, params=params), item
             )

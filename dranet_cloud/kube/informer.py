@@ -412,34 +412,39 @@ class Informer:
         what = f"watch {self._describe()} from resourceVersion {safe(self.resource_version, 40)}"
         delivered = False
         self.stats.watches += 1
-        with self.client.open_stream(
-            self.resource.path(self.namespace),
-            params=params,
-            metadata_only=self.metadata_only,
-            read_timeout=WATCH_READ_TIMEOUT,
-            max_line_bytes=self.max_event_bytes,
-            deadline=seconds + WATCH_DEADLINE_MARGIN,
-            what=what,
-            needs=f"list and watch on {self.resource.qualified}",
-        ) as stream:
-            with self._lock:
-                self._stream = stream
-            try:
-                if self._stopping.is_set() or self._relist:
-                    return False
-                for line in stream.lines():
-                    event = msgspec.json.decode(line)
-                    self._apply(event, what)
-                    delivered = True
-                    if self._stopping.is_set():
-                        break
-            except KubeError:
-                if stream.aborted:
-                    return delivered  # stop() or set_selectors() ended it
-                raise
-            finally:
+        opened: LineStream | None = None
+        try:
+            with self.client.open_stream(
+                self.resource.path(self.namespace),
+                params=params,
+                metadata_only=self.metadata_only,
+                read_timeout=WATCH_READ_TIMEOUT,
+                max_line_bytes=self.max_event_bytes,
+                deadline=seconds + WATCH_DEADLINE_MARGIN,
+                what=what,
+                needs=f"list and watch on {self.resource.qualified}",
+            ) as stream:
+                opened = stream
                 with self._lock:
-                    self._stream = None
+                    self._stream = stream
+                try:
+                    if self._stopping.is_set() or self._relist:
+                        return False
+                    for line in stream.lines():
+                        event = msgspec.json.decode(line)
+                        self._apply(event, what)
+                        delivered = True
+                        if self._stopping.is_set():
+                            break
+                finally:
+                    with self._lock:
+                        self._stream = None
+        except KubeError:
+            # stop() or set_selectors() shut the socket down: reading it, or closing
+            # the answer after it, fails, and that is no error of the API's.
+            if opened is not None and opened.aborted:
+                return delivered
+            raise
         return delivered
 
     def _apply(self, event: Any, what: str) -> None:

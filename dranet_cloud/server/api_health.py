@@ -332,10 +332,14 @@ class GatedApi:
         return obj
 
     def list_ip_addresses(
-        self, label_selector: str | None = None, *, deadline: float | None = None
+        self,
+        label_selector: str | None = None,
+        *,
+        deadline: float | None = None,
+        cached: bool = False,
     ) -> Sequence[IPAddressObject]:
         found: Sequence[IPAddressObject] = self.inner.list_ip_addresses(
-            label_selector, deadline=deadline
+            label_selector, deadline=deadline, cached=cached
         )
         return found
 
