@@ -37,7 +37,7 @@ from .errors import (
 )
 from .hostroot import HostRoot
 from .hwaddr import is_ipoib
-from .logsafe import safe
+from .logsafe import WarnOnce, safe
 from .logsetup import fields
 from .merge import merge_network_config
 from .models import (
@@ -126,6 +126,9 @@ class ProviderHost:
         self.unknown_mac_backoff = unknown_mac_backoff
         self._unknown_macs: dict[str, float] = {}  # MAC -> when a reload still lacked it
         self._refresh_lock = threading.Lock()
+        # Claims for a NIC the node does not show (``/metrics``), warned once per NIC.
+        self.unseen_nic_claims = 0
+        self._unseen_nics = WarnOnce(log, limit=1024)
         self.cloud: str | None = None
         self.profile: str | None = None
         self.detection: DetectionResult | None = None
@@ -513,16 +516,14 @@ class ProviderHost:
             )
         plugin = self.profile_plugin(config)
         if plugin is None:
-            raise ProfileDenied(
-                f"profile {config.profile!r} was requested for device {device.label()} but no "
-                "profile provider is configured (set --profile-provider, or use a cloud plugin "
-                "with a profile role)",
-                status=404,
-            )
+            raise ProfileDenied(self._unknown_profile(config.profile, device), status=404)
 
         def call() -> NetworkConfig | None:
             inst = self._instances.get(plugin)
-            _key, resolved = self._resolved(device)
+            nic = self.resolve(device)
+            if not nic.found:
+                self._unseen_nic(nic, device, ref.uid)
+            resolved = nic.identifiers()
             result = self.registry.call(
                 plugin,
                 "profile_config",
@@ -579,6 +580,57 @@ class ProviderHost:
                 f"{describe_validation_error(exc)}",
                 status=400,
             ) from exc
+
+    def _unseen_nic(self, nic: LocalNic, device: DeviceIdentifiers, claim_uid: str) -> None:
+        """A claim for a NIC this node does not show: counted, warned once per NIC, answered.
+
+        Answered because a Passthrough NIC leaves the host's view when DRANET
+        moves it into the pod (a retry, a release, a second claim then names
+        a NIC the host no longer has); said because a MAC no NIC of the node
+        has is as often a claim written for another node or a typo.
+        """
+        with self._lock:
+            self.unseen_nic_claims += 1
+        root = self.context.host_root
+        if not root.listdir("/sys/class/net"):
+            why = (
+                f"the host root {root.root} shows no NIC at all (is --host-root the node's root, "
+                "with /sys mounted?)"
+            )
+        else:
+            why = (
+                f"no NIC under {root.root}/sys/class/net has it (a Passthrough NIC already in "
+                "its pod, or a claim meant for another node?)"
+            )
+        self._unseen_nics.warn(
+            (nic.identity,),
+            "claim %s names device %s, which this node does not show: %s; answering from the "
+            "identifiers alone (warned once per device; dranet_cloud_claims_unseen_nic_total "
+            "counts every such claim)",
+            safe(claim_uid),
+            safe(device.label()),
+            why,
+        )
+
+    def _unknown_profile(self, profile: str, device: DeviceIdentifiers) -> str:
+        """Why no plugin serves ``profile``: the profiles that are served, or that none is.
+
+        A typo (``local-ipm``) on a server that does route profiles must not
+        read as a server with no profile provider at all.
+        """
+        served = sorted(self.profile_routes)
+        if served:
+            return (
+                f"profile {profile!r} was requested for device {device.label()} but this "
+                f"server serves only the profile(s) {', '.join(map(repr, served))} (and no "
+                "--profile-provider answers other names); fix the profile name in the claim's "
+                "config, or start the server with the provider that serves it"
+            )
+        return (
+            f"profile {profile!r} was requested for device {device.label()} but no "
+            "profile provider is configured (set --profile-provider, or use a cloud plugin "
+            "with a profile role)"
+        )
 
     def profile_plugin(self, config: NetworkConfig) -> str | None:
         """The plugin :meth:`profile_config` asks for ``config`` (by its profile)."""

@@ -42,12 +42,16 @@ class IPRange:
 
     @classmethod
     def parse(cls, text: str) -> IPRange:
-        """``10.0.0.0/24`` (network and broadcast excluded) or ``10.0.0.5-10.0.0.9``."""
+        """``10.0.0.0/24`` (network and broadcast excluded) or ``10.0.0.5-10.0.0.9``.
+
+        What an operator types: a CIDR with host bits set (``10.5.0.1/16``) is
+        refused with the network it meant (:func:`parse_network`).
+        """
         text = text.strip()
         if "-" in text:
             a, b = text.split("-", 1)
             return cls(ipaddress.ip_address(a.strip()), ipaddress.ip_address(b.strip()))
-        return ip_range_from_cidr(text)
+        return ip_range_from_cidr(parse_network(text))
 
     @property
     def version(self) -> int:
@@ -78,10 +82,37 @@ class IPRange:
         return f"{self.start}-{self.end}"
 
 
+def parse_network(text: str) -> IPNetwork:
+    """A CIDR an operator typed, exactly: host bits set are an error naming the network.
+
+    ``ipaddress`` either masks ``10.5.0.1/16`` silently (``strict=False``: the
+    operator then gets a range they did not read) or says only "has host
+    bits set"; the error here names the network meant and the range form for
+    a range that starts at that address.
+    """
+    text = text.strip()
+    try:
+        return ipaddress.ip_network(text)
+    except ValueError as exc:
+        if "host bits set" not in str(exc):
+            raise
+    net = ipaddress.ip_network(text, strict=False)
+    addr = ipaddress.ip_interface(text).ip
+    last = ip_range_from_cidr(net).end
+    raise ValueError(
+        f"{text} has host bits set: did you mean {net}? (a CIDR names its network; for the "
+        f"addresses from {addr} on, write the range {addr}-{last})"
+    )
+
+
 def ip_range_from_cidr(
     cidr: str | IPNetwork, start_reserved: int = 0, end_reserved: int = 0
 ) -> IPRange:
     """The usable range of a CIDR.
+
+    ``cidr`` as a string may have host bits set (a cloud's metadata writes
+    an interface address with its prefix); what an operator typed goes through
+    :func:`parse_network` first, as :meth:`IPRange.parse` does.
 
     The network address and the last address (IPv4 broadcast; for IPv6 kept
     out too, so both families behave alike) are never included, then

@@ -9,6 +9,9 @@ keyed by (device, claim UID) so kubelet retries are free.
 
 from __future__ import annotations
 
+import difflib
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,8 +32,12 @@ from .subinterface import (
     subinterface_profile,
 )
 
+log = logging.getLogger(__name__)
+
 PLUGIN_NAME = "local-ipam"
 DEFAULT_PROFILE = "local-ipam"
+# How many of the node's NIC names an unmatched-selector warning lists.
+_NAMES_SHOWN = 12
 
 
 SELECTOR_KINDS = ("mac", "pci", "name")
@@ -164,6 +171,99 @@ class LocalIpamConfig:
         return bool(self.ranges or self.device_ranges)
 
 
+def selector_text(selector: Selector) -> str:
+    """A selector as the operator wrote it: ``eth1=``, ``mac=..=``, ``pci=..=``."""
+    kind, value = selector
+    return f"{value}=" if kind == "name" else f"{kind}={value}="
+
+
+def _nic_selectors(nic: LocalNic) -> set[Selector]:
+    out: set[Selector] = {("name", n) for n in nic.names}
+    if nic.mac:
+        out.add(("mac", nic.mac))
+    if nic.pci_address:
+        out.add(("pci", nic.pci_address))
+    return out
+
+
+class SelectorCheck:
+    """Which ``--ipam-range`` selectors match no NIC of the node, said until they do.
+
+    ``--ipam-range eht1=10.7.0.0/24`` is accepted (a NIC may appear later: a
+    VF created after start, a hot-plugged NIC, a passthrough NIC handed back),
+    but a typo must not pass in silence while claims on ``eth1`` get the
+    default range.  So each unmatched selector is a WARNING when first found
+    (at start-up) and a ``/health`` warning for as long as it stays so; when
+    it starts matching (a re-check, or a claim on the NIC it names) one line
+    says so and the warning goes.  A selector that stops matching later (its
+    NIC moved into a pod) is warned about again.  Memory is bounded by the
+    configured selectors.
+    """
+
+    def __init__(self, config: LocalIpamConfig) -> None:
+        self.selectors = tuple(config.device_ranges)
+        self._lock = threading.Lock()
+        self._unmatched: dict[Selector, str] = {}  # selector -> its warning
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warnings of the selectors unmatched at the last look (for ``/health``)."""
+        with self._lock:
+            return tuple(self._unmatched.values())
+
+    def check(self, host_root: HostRoot) -> tuple[str, ...]:
+        """Compare the selectors with the NICs under ``host_root`` now; log what changed."""
+        if not self.selectors:
+            return ()
+        from .nic import local_nics
+
+        nics = local_nics(host_root)
+        present: set[Selector] = set()
+        for nic in nics:
+            present |= _nic_selectors(nic)
+        names = sorted({n.ifname for n in nics if n.ifname})
+        for selector in self.selectors:
+            if selector in present:
+                self._matched(selector, "a NIC under the host root")
+            else:
+                self._missing(selector, host_root, names)
+        return self.warnings
+
+    def seen(self, nic: LocalNic) -> None:
+        """A claim resolved ``nic`` on the node: the selectors it matches are matched."""
+        if not nic.found or not self._unmatched:  # the usual case: one dict test
+            return
+        for selector in _nic_selectors(nic) & set(self._unmatched):
+            self._matched(selector, f"NIC {nic.label()} (a claim on it)")
+
+    def _matched(self, selector: Selector, where: str) -> None:
+        with self._lock:
+            if self._unmatched.pop(selector, None) is None:
+                return
+        log.info(
+            "local-ipam: --ipam-range selector %s now matches %s; its range applies there",
+            selector_text(selector),
+            where,
+        )
+
+    def _missing(self, selector: Selector, host_root: HostRoot, names: list[str]) -> None:
+        with self._lock:
+            if selector in self._unmatched:
+                return
+            kind, value = selector
+            close = difflib.get_close_matches(value, names, n=1) if kind == "name" else []
+            hint = f"did you mean {close[0]}=? " if close else ""
+            shown = ", ".join(names[:_NAMES_SHOWN]) + (", ..." if len(names) > _NAMES_SHOWN else "")
+            text = (
+                f"local-ipam: --ipam-range selector {selector_text(selector)} matches no NIC of "
+                f"this node (interfaces under {host_root.root}/sys/class/net: {shown or 'none'}); "
+                f"{hint}claims on other NICs get the default range. Fix the selector, or ignore "
+                "this if the NIC appears later (a VF created after start, a hot-plugged NIC)"
+            )
+            self._unmatched[selector] = text
+        log.warning("%s", text)
+
+
 class LocalIpamPlugin:
     """Registered by the host or server under :data:`PLUGIN_NAME` when configured."""
 
@@ -171,6 +271,7 @@ class LocalIpamPlugin:
         self, config: LocalIpamConfig, *, allow_static_outside_ranges: bool = False
     ) -> None:
         self.config = config
+        self.selectors = SelectorCheck(config)
         configured = [*config.ranges, *(r for rs in config.device_ranges.values() for r in rs)]
         self._check_static = (
             None
@@ -194,6 +295,7 @@ class LocalIpamPlugin:
     ) -> NetworkConfig | None:
         def ranges() -> list[IPRange]:
             nic = resolve_nic(context.host_root, device)
+            self.selectors.seen(nic)
             unchecked = self.config.unchecked_names(nic)
             if unchecked:
                 raise ProfileDenied(

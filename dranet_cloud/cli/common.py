@@ -271,19 +271,15 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
     options = checked_options(args, registry)
     factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
     routes: dict[str, str] = {}
+    local_ipam = None
     if getattr(args, "ipam_range", None):
         from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 
-        registry.register(
-            LocalIpamPlugin(
-                LocalIpamConfig.parse(args.ipam_range),
-                allow_static_outside_ranges=getattr(
-                    args, "ipam_allow_static_outside_ranges", False
-                ),
-            ),
-            PLUGIN_NAME,
-            distribution="dranet-cloud (built-in)",
+        local_ipam = LocalIpamPlugin(
+            LocalIpamConfig.parse(args.ipam_range),
+            allow_static_outside_ranges=getattr(args, "ipam_allow_static_outside_ranges", False),
         )
+        registry.register(local_ipam, PLUGIN_NAME, distribution="dranet-cloud (built-in)")
         routes[args.ipam_profile] = PLUGIN_NAME
     host = ProviderHost(
         cloud_provider_hint=args.cloud_provider_hint,
@@ -296,6 +292,8 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         registry=registry,
         profile_routes=routes,
     )
+    if local_ipam is not None:  # a selector that matches no NIC is said before any claim
+        local_ipam.selectors.check(host.context.host_root)
     if start:
         host.start()
     return host

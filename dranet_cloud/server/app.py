@@ -323,7 +323,8 @@ class ByodpApp:
         self._profile = caps.profile_provider
         self._health_body = json.dumps(caps.to_wire(), separators=(",", ":")).encode()
         self._store_health = store_health
-        # More sources of /health warnings (the Kubernetes API's state): each is
+        # More sources of /health warnings (the Kubernetes API's state, an
+        # --ipam-range selector that matches no NIC): each is
         # called on the event loop, so it must only read what others computed.
         self.health_warnings: list[Callable[[], Sequence[str]]] = []
         self._caps_wire = caps.to_wire()

@@ -15,6 +15,8 @@ What an operator needs to see before DRANET's claims start failing:
   event loop recounts it, at most every :data:`RECOUNT_INTERVAL` seconds;
 * ``dranet_cloud_gc_runs_total`` and ``dranet_cloud_gc_freed_total`` from the
   periodic collector;
+* ``dranet_cloud_claims_unseen_nic_total``: claims for a NIC (MAC) the node
+  does not show, still answered (the host warns once per NIC);
 * ``dranet_cloud_plugin_errors_total{plugin,hook,error}``: every exception a
   plugin raised (metadata server unreachable, webhook down, denials), seen
   through pluggy's hook-call monitoring, so no plugin needs code for it;
@@ -134,6 +136,13 @@ class _StateCollector(Collector):
         freed.add_metric([], collector.freed_total if collector is not None else 0)
         yield runs
         yield freed
+        unseen = CounterMetricFamily(
+            "dranet_cloud_claims_unseen_nic",
+            "claims answered for a NIC this node does not show (a Passthrough NIC in its pod, "
+            "or a claim meant for another node)",
+        )
+        unseen.add_metric([], getattr(self.host, "unseen_nic_claims", 0))
+        yield unseen
         yield from self._server()
         from .. import __version__
 

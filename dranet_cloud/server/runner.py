@@ -30,6 +30,7 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..host import ProviderHost
+from ..local_ipam import SelectorCheck
 from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
 from .collector import CollectorSettings, PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
@@ -69,6 +70,16 @@ class ServeOptions:
     metrics_listen: str | None = None
     # The Kubernetes API checked at start and until it answers (cluster scope, --gc-kubernetes).
     api_check: ApiCheck | None = None
+    # How often --ipam-range selectors that match no NIC are looked for again.
+    selector_recheck: float = 30.0
+
+
+def local_ipam_selectors(host: ProviderHost) -> SelectorCheck | None:
+    """The built-in local-ipam's selector check, when it has per-device selectors."""
+    from ..local_ipam import PLUGIN_NAME
+
+    check = getattr(host.registry.get_plugin(PLUGIN_NAME), "selectors", None)
+    return check if isinstance(check, SelectorCheck) and check.selectors else None
 
 
 def default_max_connections() -> int:
@@ -152,6 +163,11 @@ class WebhookServer:
             # A journal of another cluster refuses to start here (cluster scope).
             self.api_health.check_at_start()
             self.app.health_warnings.append(self.api_health.warnings)
+        self.selectors = selectors = local_ipam_selectors(host)
+        if selectors is not None:
+            self.app.health_warnings.append(lambda: selectors.warnings)
+        self._stop_rechecks = threading.Event()
+        self._recheck_thread: threading.Thread | None = None
         # Prometheus /metrics and per-request counters wrap the protocol app.
         self.metrics = ServerMetrics(host, lambda: self.collector, lambda: self.limits)
         if self.api_health is not None:
@@ -234,9 +250,23 @@ class WebhookServer:
             self.collector.start()
         if self.api_health is not None:
             self.api_health.start()
+        if self.selectors is not None:
+            self._recheck_thread = threading.Thread(
+                target=self._recheck_selectors, name="ipam-range-selectors", daemon=True
+            )
+            self._recheck_thread.start()
         self._ready.set()
         if self.on_ready is not None:
             self.on_ready(self.url, caps)
+
+    def _recheck_selectors(self) -> None:
+        """Look for the NICs of unmatched ``--ipam-range`` selectors, off the event loop."""
+        selectors = self.selectors
+        while selectors is not None and not self._stop_rechecks.wait(self.options.selector_recheck):
+            try:
+                selectors.check(self.host.context.host_root)
+            except Exception:  # a sysfs read failing must not end the checks
+                log.exception("local-ipam: checking the --ipam-range selectors failed")
 
     def _serve(self, server: _Uvicorn) -> None:
         assert self.bound is not None
@@ -256,6 +286,9 @@ class WebhookServer:
             self.api_health.stop()
         if self.collector is not None:
             self.collector.stop()
+        self._stop_rechecks.set()
+        if self._recheck_thread is not None:
+            self._recheck_thread.join(timeout=5.0)
         if self.bound is not None:
             self.bound.cleanup()
         if self.metrics_listener is not None:

@@ -527,6 +527,19 @@ def behaviour_from_args(args: argparse.Namespace) -> Behaviour:
     )
 
 
+def _pool(text: str) -> str:
+    """An argparse type: a pool CIDR exactly (``10.99.0.1/24`` names the network it meant)."""
+    try:
+        return str(ipaddress.ip_network(text.strip()))
+    except ValueError as exc:
+        if "host bits set" not in str(exc):
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        meant = ipaddress.ip_network(text.strip(), strict=False)
+        raise argparse.ArgumentTypeError(
+            f"{text} has host bits set: did you mean {meant}?"
+        ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Example BYODP webhook for dranet-cloud")
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT or unix:///path.sock")
@@ -551,8 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status-release", type=int, help="force this status on Release")
     p.add_argument("--profiles", help="comma-separated known profile names (default: any)")
     p.add_argument("--mtu", type=int, default=8896)
-    p.add_argument("--ipv4-pool", default="10.99.0.0/24")
-    p.add_argument("--ipv6-pool", default="fd00:99::/64")
+    p.add_argument("--ipv4-pool", type=_pool, default="10.99.0.0/24")
+    p.add_argument("--ipv6-pool", type=_pool, default="fd00:99::/64")
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
     p.add_argument("--tls-key", help="private key of --tls-cert (PEM)")
     p.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
