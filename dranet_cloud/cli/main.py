@@ -10,7 +10,8 @@ Strictness, because a flag that is silently misread is worse than an error:
 abbreviations are off on every parser (``--cloud-provider`` is not
 ``--cloud-provider-hint``), ``-v`` and ``--log-format`` are accepted anywhere
 on the command line, and every error is one line without a traceback (``-vv``
-logs the traceback of an unexpected one).
+logs the traceback of an unexpected one); a flag error is that line and a
+hint to ``--help``, not the usage.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class Parser(argparse.ArgumentParser):
 
     # Set by main() from --log-format/env: usage errors become one JSON line.
     log_format = "text"
+    # Set by main(): the (sub-)command on the command line, for the hint.
+    command_prog = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
@@ -77,11 +80,20 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        """One line naming the flag, and a hint: not the whole usage before it.
+
+        argparse prints the usage first (22 lines for ``serve``), which pushes
+        the one line that matters off a pod's log view; ``--help`` has the rest.
+        """
+        prog = self.prog
+        if message.startswith("unrecognized arguments") and Parser.command_prog:
+            prog = Parser.command_prog  # the root reports them; the command has the flags
+        hint = f"see `{prog} --help` for every flag"
         if Parser.log_format == "json":
             from ..logsetup import error_line
 
-            self.exit(2, error_line(f"{self.prog}: {message}", "json") + "\n")
-        super().error(message)
+            self.exit(2, error_line(f"{prog}: {message} ({hint})", "json") + "\n")
+        self.exit(2, f"{prog}: error: {message}\n{hint}\n")
 
 
 class _VersionAction(argparse.Action):
@@ -190,11 +202,26 @@ def _command_of(argv: list[str]) -> str | None:
     return None
 
 
+def _command_prog(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """``dranet-cloud ipam gc``: the deepest sub-command the words of ``argv`` name."""
+    prog = parser.prog
+    for arg in argv:
+        if arg.startswith("-"):
+            continue
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        child = subs[0].choices.get(arg) if subs else None
+        if child is None:
+            break
+        parser, prog = child, child.prog
+    return prog
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     rest, verbose, log_format = _split_global(raw)
     Parser.log_format = log_format or os.environ.get("DRANET_CLOUD_LOG_FORMAT", "text")
     parser = build_parser(_command_of(rest))
+    Parser.command_prog = _command_prog(parser, rest)
     if log_format is not None:
         rest = ["--log-format", log_format, *rest]
     args = parser.parse_args(rest)

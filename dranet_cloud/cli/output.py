@@ -1,6 +1,7 @@
 """Printing results: JSON for machines (``-o json``), tables for people.
 
-One dialect for every command: ``-o/--output`` takes :data:`OUTPUT_CHOICES`
+One dialect for every command (``tests/test_cli_dialect.py`` runs every
+command that takes ``-o`` both ways): ``-o/--output`` takes :data:`OUTPUT_CHOICES`
 with ``table`` as the default wherever it exists, a value a person reads goes
 through :func:`human` (never a Python repr such as ``None``, ``True`` or
 ``['10.0.0.2/32']``), and devices are listed in :func:`natural_key` order
@@ -112,3 +113,37 @@ def emit_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
     width = max((len(k) for k, _ in pairs), default=0)
     for k, v in pairs:
         sys.stdout.write(f"{k.ljust(width)}  {human(v)}\n")
+
+
+def emit_document(doc: Mapping[str, Any]) -> None:
+    """A JSON document (a NetworkConfig...) for people: ``key  value`` lines, then tables.
+
+    Nested mappings become dotted keys (``interface.mtu``), a list of
+    mappings (routes, rules, neighbors) a table of its own under its name
+    whose columns are the keys its entries use, in the order they first
+    appear; an empty document prints ``(empty)``.
+    """
+    pairs: list[tuple[str, Any]] = []
+    tables: list[tuple[str, list[Mapping[str, Any]]]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):  # an empty one ({"interface": {}}) says nothing
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            tables.append((prefix, value))
+        else:
+            pairs.append((prefix, value))
+
+    walk("", doc)
+    if not pairs and not tables:
+        sys.stdout.write("(empty)\n")
+        return
+    if pairs:
+        emit_pairs(pairs)
+    for name, entries in tables:
+        columns = list(dict.fromkeys(key for entry in entries for key in entry))
+        sys.stdout.write(f"\n{name}:\n")
+        emit_table(
+            [c.upper() for c in columns], [[entry.get(c) for c in columns] for entry in entries]
+        )

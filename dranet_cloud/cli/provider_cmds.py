@@ -19,7 +19,15 @@ from .common import (
     read_config,
 )
 from .helptext import add_command
-from .output import add_output_flag, device_key, emit_json, emit_pairs, emit_table, human
+from .output import (
+    add_output_flag,
+    device_key,
+    emit_document,
+    emit_json,
+    emit_pairs,
+    emit_table,
+    human,
+)
 
 if TYPE_CHECKING:
     from ..detection import DetectionResult
@@ -312,7 +320,7 @@ def run_profile_get(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit_json(final.to_wire())
     else:
-        sys.stdout.write(final.model_dump_json(by_alias=True, indent=2) + "\n")
+        emit_document(final.to_wire())
     return 0
 
 

@@ -453,7 +453,9 @@ class SqliteStore(SqliteTransactions):
         now = time.monotonic()
         if now - self._writable_checked > _WRITABLE_RECHECK:
             self._writable_checked = now
-            self._warnings = tuple(storefile.directory_warnings(self.path))
+            why = storefile.unwritable(self.path)
+            self._warnings = tuple(storefile.directory_warnings(self.path, why))
+            self.note_unwritable(why)
         reason = self._file_problem() or self.integrity_problem
         if reason is None and self._write_error:
             reason = f"ipam: the last write to {self.path} failed ({self._write_error})"

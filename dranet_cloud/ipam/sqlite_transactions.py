@@ -121,6 +121,7 @@ class SqliteTransactions:
         self._waiting = 0
         self._batch: WriteGroup | None = None
         self._write_error: str | None = None
+        self._unwritable: str | None = None  # why the store cannot write, last seen
         self._files: storefile.FileIdentity = ()
         self._abandoned: list[sqlite3.Connection] = []  # inherited across fork: never touched
         self._pid = os.getpid()
@@ -163,10 +164,36 @@ class SqliteTransactions:
                 "retry later"
             )
         self._write_error = text
+        why = storefile.unwritable(self.path)
+        if why is not None:  # the real cause, not a file that looks damaged
+            if self._conn is not None:  # serving (at open, the error itself is the one line)
+                self.note_unwritable(why)
+            return ConfigError(
+                f"ipam: cannot write the IPAM database {self.path} ({text}): {why}; or point "
+                f"--ipam-db/{IPAM_DB_ENV} at a writable location"
+            )
         return ConfigError(
             f"ipam: the IPAM database {self.path} failed ({text}); check the file "
             f"(PRAGMA integrity_check) or point --ipam-db/{IPAM_DB_ENV} elsewhere"
         )
+
+    def note_unwritable(self, why: str | None) -> None:
+        """Log exactly one line when the store turns unwritable, and one when it is again.
+
+        Called by every write that fails on it and by every ``/health``
+        look; a store that stays read-only must not fill the log.
+        """
+        with self._count_lock:
+            before, self._unwritable = self._unwritable, why
+        if why is not None and before is None:
+            log.error(
+                "ipam: the IPAM database %s became unwritable: %s (/health warns until it is "
+                "writable again; a restart could not open it)",
+                self.path,
+                why,
+            )
+        elif why is None and before is not None:
+            log.warning("ipam: the IPAM database %s is writable again", self.path)
 
     def _acquire(self, waiting: bool) -> None:
         """Take the connection lock within ``busy_timeout``, or fail clearly."""

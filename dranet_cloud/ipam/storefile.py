@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterable
 
@@ -231,16 +232,54 @@ def file_problem(recorded: FileIdentity) -> str | None:
     return None
 
 
-def directory_warnings(path: str) -> list[str]:
-    """Degraded, not broken: the open store still commits, but a restart may not open it."""
+def unwritable(path: str) -> str | None:
+    """Why this process cannot write the database at ``path`` (or ``None``): the real cause.
+
+    SQLite says only "unable to open database file" or "attempt to write a
+    readonly database" when the directory (where the ``-wal`` and ``-shm``
+    files must be created) or a file is not writable, which reads like a
+    damaged file.  A read-only filesystem (a hostPath mounted ``readOnly``, a
+    filesystem remounted read-only after errors) and missing permissions are
+    told apart, with the owner and mode of the part that refuses.
+    """
     if not is_plain_path(path):
-        return []
-    out: list[str] = []
+        return None
     directory = os.path.dirname(os.path.abspath(path))
-    for target, what in ((path, "file"), (directory, "directory")):
-        if os.path.exists(target) and not os.access(target, os.W_OK):
-            out.append(
-                f"ipam: the {what} {target} is not writable; the open store still commits, but "
-                "a restart could not open it for writing: make it writable again"
+    for target, what in (
+        (directory, "directory"),
+        (path, "file"),
+        (path + "-wal", "file"),
+        (path + "-shm", "file"),
+    ):
+        try:
+            if not os.path.exists(target) or os.access(target, os.W_OK):
+                continue
+            read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+            st = os.stat(target)
+        except OSError:
+            continue
+        if read_only:
+            return (
+                f"the {what} {target} is on a read-only filesystem (mount it read-write: the "
+                "hostPath volume of the IPAM database must not be readOnly)"
             )
-    return out
+        return (
+            f"the {what} {target} is not writable by this process (uid {os.geteuid()}; it is "
+            f"owned by uid {st.st_uid} with mode {stat.filemode(st.st_mode)}): make it writable "
+            "for this user"
+        )
+    return None
+
+
+def directory_warnings(path: str, why: str | None = "") -> list[str]:
+    """Degraded, not broken: the open store still commits, but a restart may not open it.
+
+    ``why``: :func:`unwritable`'s answer when the caller has it already.
+    """
+    if why == "":
+        why = unwritable(path)
+    if why is None:
+        return []
+    return [
+        f"ipam: {why}; the open store still commits, but a restart could not open it for writing"
+    ]
