@@ -145,7 +145,14 @@ class MisspeltHook(AcmeCloud):
         return [self.attribute]
 
 
+class NoDeviceConfig(AcmeCloud):
+    """A cloud with no claim-independent baseline per NIC: no device_config hook at all."""
+
+    device_config = None  # type: ignore[assignment]  # the hook left out, as plugin-api.md allows
+
+
 GOOD = AcmeCloud()
+NO_DEVICE_CONFIG = NoDeviceConfig()
 TYPO_IN_CONFIRM_PATH = AcmeCloud(confirm_path="/acme/v1/instnace")
 MTU_70000 = AcmeCloud(mtu=70000)
 EMPTY_KNOWN_MACS = AcmeCloud(known=[])

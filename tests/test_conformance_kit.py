@@ -27,9 +27,16 @@ class TestAcmecloudConformance(PluginConformance):
 """
 
 
-def run_suite(pytester: pytest.Pytester, variant: str, *select: str) -> pytest.RunResult:
-    """Install ``acmecloud:<variant>`` as a plugin and run the suite on it."""
-    pytester.makepyfile(acmecloud=ACMECLOUD.read_text(), test_acmecloud_conformance=VENDOR_TEST)
+def run_suite(
+    pytester: pytest.Pytester, variant: str, *select: str, body: str = ""
+) -> pytest.RunResult:
+    """Install ``acmecloud:<variant>`` as a plugin and run the suite on it.
+
+    ``body``: more lines of the vendor's test class (``has_device_config = False``).
+    """
+    pytester.makepyfile(
+        acmecloud=ACMECLOUD.read_text(), test_acmecloud_conformance=VENDOR_TEST + body
+    )
     dist = pytester.mkdir("acmecloud_vendor-0.1.dist-info")
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acmecloud-vendor\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[dranet_cloud]\nacmecloud = acmecloud:{variant}\n")
@@ -149,4 +156,28 @@ def test_a_misspelt_hook_fails_naming_the_plugin_the_function_and_the_hook(
         "plugin acmecloud: the host's load path refuses it (`dranet-cloud plugins` and `serve` "
         "stop on it too): plugin acmecloud: function attribute_rankng is marked @hookimpl but "
         "'attribute_rankng' is no hook*attribute_ranking*",
+    )
+
+
+def test_a_cloud_without_device_config_passes_when_the_class_says_so(
+    pytester: pytest.Pytester,
+) -> None:
+    """docs/plugin-api.md calls device_config optional; ``has_device_config = False`` is the
+    vendor's way to say the cloud has none, and then the hook may be left out entirely."""
+    result = run_suite(pytester, "NO_DEVICE_CONFIG", body="    has_device_config = False\n")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 10 and "failed" not in outcomes, failures(result)
+
+
+def test_a_cloud_without_device_config_fails_naming_the_switch_otherwise(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_suite(pytester, "NO_DEVICE_CONFIG", "roles_are_backed", "device_configs")
+    result.assert_outcomes(failed=2)
+    explained(
+        result,
+        "test_roles_are_backed_by_hooks",
+        "plugin acmecloud: it implements no device_config hook, and the suite expects one "
+        "(has_device_config = True, the default); a cloud with no claim-independent baseline "
+        "per NIC sets has_device_config = False in the test class",
     )

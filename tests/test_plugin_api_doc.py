@@ -165,3 +165,52 @@ def test_the_examples_are_what_the_server_answers(gce_server: ServeProcess) -> N
                 )
     finally:
         client.close()
+
+
+def _cloud_table() -> dict[str, str]:
+    """Hook -> its "cloud plugin" cell, from the table of what a cloud plugin must implement."""
+    text = doc_text()
+    start = text.index("What a cloud plugin must implement")
+    rows: dict[str, str] = {}
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for hook in re.findall(r"`(\w+)`", cells[0]):
+            rows[hook] = cells[1]
+    return rows
+
+
+def test_the_doc_and_the_conformance_kit_require_the_same_cloud_hooks() -> None:
+    """What plugin-api.md calls required of a cloud plugin is what the kit checks, no more."""
+    from dranet_cloud.plugins import ROLE_HOOKS
+    from dranet_cloud.testing.conformance import CLOUD_REQUIRED, PluginConformance
+
+    table = _cloud_table()
+    assert set(table) <= set(HOOK_NAMES), set(table) - set(HOOK_NAMES)
+    required = {h for h, cell in table.items() if cell == "required"}
+    assert required == {*ROLE_HOOKS["cloud"], *CLOUD_REQUIRED}
+    assert (
+        table["device_config"].startswith("optional")
+        and "has_device_config = False" in (table["device_config"])
+    )
+    assert PluginConformance.has_device_config is True  # the default the table describes
+    assert table["confirm_environment"] == "optional"
+
+
+def test_the_layout_section_says_what_is_required_and_what_is_convention() -> None:
+    """A single plugin.py is a complete plugin (the README's are), and the section says so."""
+    text = doc_text()
+    start = text.index("\n## Plugin layout\n")
+    section = text[start : text.find("\n## ", start + 1)]
+    assert "Required of every plugin" in section and "one\n`plugin.py` is a complete plugin" in (
+        section
+    )
+    assert "Convention, for the plugins of this repository" in section
+    assert "checks only the seven plugins under\n`plugins/`" in section
+    readme = (DOC.parents[1] / "README.md").read_text()
+    files = re.findall(r"^# file: (\S+)$", readme, re.M)
+    modules = [f for f in files if f.endswith(".py") and "/tests/" not in f and "__init__" not in f]
+    assert len(modules) == 2 and all(f.endswith("/plugin.py") for f in modules), modules

@@ -94,11 +94,18 @@ def record_connections() -> Iterator[list[Any]]:
         socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
 
 
+# The hooks a cloud plugin must implement besides instance_properties (which
+# makes it one); docs/plugin-api.md lists the same, and device_config is
+# required only while ``has_device_config`` is True.
+CLOUD_REQUIRED = ("local_evidence", "device_attributes")
+
+
 class PluginConformance:
     plugin_name: str = ""
     sample_variant: str | None = None
     # False for a cloud whose facts carry no device config (CKS and OCI, as in
-    # DRANET): then every device's config must be None.
+    # DRANET): then device_config may be left out, and where it is implemented
+    # every device's config must be None.
     has_device_config: bool = True
     profile_request: dict[str, Any] = {"profile": "conformance", "interface": {"type": "IPVLAN"}}
 
@@ -215,9 +222,16 @@ class PluginConformance:
                     f"role {role} needs hook {hook}, which it does not implement"
                 )
         if "cloud" in roles:
-            for hook in ("device_attributes", "device_config", "local_evidence"):
+            # What docs/plugin-api.md ("What a cloud plugin must implement") lists.
+            for hook in CLOUD_REQUIRED:
                 assert registry.implements(self.plugin_name, hook), self._says(
                     f"the cloud role needs hook {hook}, which it does not implement"
+                )
+            if self.has_device_config:
+                assert registry.implements(self.plugin_name, "device_config"), self._says(
+                    "it implements no device_config hook, and the suite expects one "
+                    "(has_device_config = True, the default); a cloud with no claim-independent "
+                    "baseline per NIC sets has_device_config = False in the test class"
                 )
 
     def test_no_network_without_local_evidence(
