@@ -240,8 +240,10 @@ class SelectorCheck:
         with self._lock:
             if self._unmatched.pop(selector, None) is None:
                 return
-        log.info(
-            "local-ipam: --ipam-range selector %s now matches %s; its range applies there",
+        # A WARNING like the one it clears, so that it shows at the default log level.
+        log.warning(
+            "local-ipam: --ipam-range selector %s now matches %s; its range applies there "
+            "(the earlier warning is cleared)",
             selector_text(selector),
             where,
         )

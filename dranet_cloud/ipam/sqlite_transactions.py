@@ -187,8 +187,8 @@ class SqliteTransactions:
             before, self._unwritable = self._unwritable, why
         if why is not None and before is None:
             log.error(
-                "ipam: the IPAM database %s became unwritable: %s (/health warns until it is "
-                "writable again; a restart could not open it)",
+                "ipam: the IPAM database %s became unwritable: %s (/health warns until that is "
+                "fixed; a restart could not open it)",
                 self.path,
                 why,
             )
