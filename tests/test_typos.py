@@ -79,6 +79,7 @@ def test_a_selector_matching_no_nic_is_warned_until_it_matches(
     first = proc.stderr()
     assert "WARNING" in first and "--ipam-range selector eht1= matches no NIC" in first
     assert "did you mean eth1=?" in first and "eth0, eth1" in first
+    assert first.index(" serve on ") < first.index("matches no NIC")  # the first line stays first
     warnings = health(proc)["warnings"]
     assert isinstance(warnings, list) and len(warnings) == 1
     assert "--ipam-range selector eht1= matches no NIC of this node" in warnings[0]

@@ -262,7 +262,14 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
     )
 
 
-def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
+def build_host(
+    args: argparse.Namespace, *, start: bool = True, check_selectors: bool = True
+) -> ProviderHost:
+    """The host the flags describe (started unless ``start`` is False).
+
+    ``check_selectors``: warn now about ``--ipam-range`` selectors that match
+    no NIC; ``serve`` leaves it to its server, after its first log line.
+    """
     from ..host import ProviderHost
     from ..plugins import PluginRegistry
 
@@ -292,7 +299,7 @@ def build_host(args: argparse.Namespace, *, start: bool = True) -> ProviderHost:
         registry=registry,
         profile_routes=routes,
     )
-    if local_ipam is not None:  # a selector that matches no NIC is said before any claim
+    if local_ipam is not None and check_selectors:  # said before any claim
         local_ipam.selectors.check(host.context.host_root)
     if start:
         host.start()

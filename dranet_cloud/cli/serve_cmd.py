@@ -357,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
     args.ipam_watch_jitter_s = jitter.total_seconds() if jitter is not None else 0.0
     reclaimer: Any = None
     try:
-        host = build_host(args)
+        host = build_host(args, check_selectors=False)  # the server checks them
         try:
             refuse_without_role(host)
             require_roles(host, args.require_roles)

@@ -165,6 +165,7 @@ class WebhookServer:
             self.app.health_warnings.append(self.api_health.warnings)
         self.selectors = selectors = local_ipam_selectors(host)
         if selectors is not None:
+            selectors.check(host.context.host_root)  # a typo is a WARNING at start-up
             self.app.health_warnings.append(lambda: selectors.warnings)
         self._stop_rechecks = threading.Event()
         self._recheck_thread: threading.Thread | None = None
