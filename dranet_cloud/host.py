@@ -37,7 +37,7 @@ from .errors import (
 )
 from .hostroot import HostRoot
 from .hwaddr import is_ipoib
-from .logsafe import WarnOnce, safe
+from .logsafe import safe
 from .logsetup import fields
 from .merge import merge_network_config
 from .models import (
@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from .ipam.base import IpamStore
 
 log = logging.getLogger(__name__)
+# How many NICs a claim named but the node does not show are remembered as warned.
+_UNSEEN_WARNED = 1024
 
 PROFILE_FROM_CLOUD = "cloud"
 
@@ -128,7 +130,7 @@ class ProviderHost:
         self._refresh_lock = threading.Lock()
         # Claims for a NIC the node does not show (``/metrics``), warned once per NIC.
         self.unseen_nic_claims = 0
-        self._unseen_nics = WarnOnce(log, limit=1024)
+        self._unseen_warned: dict[str, None] = {}  # NIC identities warned about, oldest first
         self.cloud: str | None = None
         self.profile: str | None = None
         self.detection: DetectionResult | None = None
@@ -587,10 +589,16 @@ class ProviderHost:
         Answered because a Passthrough NIC leaves the host's view when DRANET
         moves it into the pod (a retry, a release, a second claim then names
         a NIC the host no longer has); said because a MAC no NIC of the node
-        has is as often a claim written for another node or a typo.
+        has is as often a claim written for another node or a typo.  A call
+        the server runs again on a worker (the store was busy) counts again.
         """
         with self._lock:
             self.unseen_nic_claims += 1
+            if nic.identity in self._unseen_warned:  # the usual repeat: no file is read
+                return
+            if len(self._unseen_warned) >= _UNSEEN_WARNED:
+                self._unseen_warned.pop(next(iter(self._unseen_warned)))
+            self._unseen_warned[nic.identity] = None
         root = self.context.host_root
         if not root.listdir("/sys/class/net"):
             why = (
@@ -602,14 +610,14 @@ class ProviderHost:
                 f"no NIC under {root.root}/sys/class/net has it (a Passthrough NIC already in "
                 "its pod, or a claim meant for another node?)"
             )
-        self._unseen_nics.warn(
-            (nic.identity,),
+        log.warning(
             "claim %s names device %s, which this node does not show: %s; answering from the "
             "identifiers alone (warned once per device; dranet_cloud_claims_unseen_nic_total "
             "counts every such claim)",
             safe(claim_uid),
             safe(device.label()),
             why,
+            extra=fields(device=safe(device.label()), claim=safe(claim_uid)),
         )
 
     def _unknown_profile(self, profile: str, device: DeviceIdentifiers) -> str:
