@@ -157,17 +157,17 @@ def sample_requests(
         for name in sample.own_address_nics or (nic,):
             claims.append((name, {"profile": profile}))
     for n, (nic, config) in enumerate(claims):
-        dev = by_name.get(nic)
-        if dev is None:
+        claimed = by_name.get(nic)
+        if claimed is None:
             raise ValueError(
                 f"plugin {plugin}: the sample names claim NIC {nic!r}, which the sample node "
                 f"does not have (it has {', '.join(sorted(by_name)) or 'none'})"
             )
         uid = f"00000000-0000-4000-8000-{n:012d}"
         label = f"claim {uid[-4:]} on {nic} ({config['profile']})"
-        body = {"device": dev.to_wire(), "claim_uid": uid, "config": config}
+        body = {"device": claimed.to_wire(), "claim_uid": uid, "config": config}
         out.append(SampleRequest("/GetProfileConfig", body, label))
-        release = {"device": dev.to_wire(), "claim_uid": uid}
+        release = {"device": claimed.to_wire(), "claim_uid": uid}
         out.append(SampleRequest("/ReleaseProfileConfig", release, f"release of {label}"))
     if len(out) > MAX_REQUESTS:
         raise ValueError(f"plugin {plugin}: {len(out)} sample requests, over {MAX_REQUESTS}")
