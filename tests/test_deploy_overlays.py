@@ -549,9 +549,7 @@ def sample_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
                 emu.start()
                 env = {"NODE_NAME": "node-1", **emu.env}
                 requests = sample_requests(REGISTRY, plugin, sample)
-                whole = answers_in_process(
-                    REGISTRY, plugin, sample.root, env, requests, where / "s"
-                )
+                whole = answers_in_process(REGISTRY, plugin, sample.root, env, requests)
                 assert compare(requests, whole, whole) == [], (plugin, variant)
                 out.setdefault(plugin, []).append(
                     SampleNode(plugin, variant, sample.root, env, requests, whole)
@@ -565,7 +563,7 @@ def sample_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 def cut_answers(node: SampleNode, mounted: list[str], where: Path) -> list[str]:
     """How ``node``'s answers differ when its root holds only ``mounted``."""
     root = copy_host_paths(node.root, where / "root", mounted)
-    got = answers_in_process(REGISTRY, node.plugin, root, node.env, node.requests, where / "s")
+    got = answers_in_process(REGISTRY, node.plugin, root, node.env, node.requests)
     return compare(node.requests, node.whole, got)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,9 +195,9 @@ def answers_in_process(
     root: Path,
     env: dict[str, str],
     requests: Sequence[SampleRequest],
-    directory: Path,
     *,
     detect: bool = True,
+    probe_timeout: float = 10.0,
 ) -> list[Answer]:
     """``requests`` answered by a real ``serve`` server in this process for ``plugin`` on ``root``.
 
@@ -208,18 +209,21 @@ def answers_in_process(
     that detects another cloud, answers every request 503 with the reason,
     so a cut that breaks start-up reads as a difference, not a crash.
     """
+    from ..context import ProviderOptions
     from ..errors import DranetCloudError
     from ..host import ProviderHost
     from ..ipam import MemoryStore
     from .dranet_wire import served_on_unix_socket
 
-    directory.mkdir(parents=True, exist_ok=True)
     host = ProviderHost(
         cloud_provider_hint="" if detect else plugin,
         host_root=str(root),
         env=env,
         ipam=MemoryStore(),
         registry=registry,
+        # A loaded test machine must not turn a slow first probe (CKS imports
+        # its Kubernetes client) into "no cloud": the cut, not the clock, decides.
+        options=ProviderOptions(probe_timeout=probe_timeout),
     )
     try:
         try:
@@ -229,7 +233,11 @@ def answers_in_process(
         if host.cloud != plugin:  # detection on the cut root found another cloud, or none
             why = f"detection chose {host.cloud or 'no cloud'}, not {plugin}"
             return [Answer(r.label, 503, why) for r in requests]
-        with served_on_unix_socket(host, directory) as client:
+        # A short directory of its own: a unix socket path has 107 bytes at most.
+        with (
+            tempfile.TemporaryDirectory(prefix="dc-") as short,
+            served_on_unix_socket(host, Path(short)) as client,
+        ):
             return send(client, requests)
     finally:
         host.close()
