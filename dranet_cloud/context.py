@@ -176,6 +176,9 @@ class SampleHost(NamedTuple):
     # (NIC, profile) for a profile that gives the NIC an address of its own
     # (Azure's InfiniBand NICs): the same address for every claim of it.
     own_address_claim: tuple[str, str] | None = None
+    # Every NIC that profile serves on this node (Azure: ib0-ib7), for tests
+    # that send each claim DRANET could send; empty: the one NIC above.
+    own_address_nics: tuple[str, ...] = ()
     # The emulator fixture this node matches, when it is not the plugin's
     # default one (a variant that is another instance type).
     fixture: Path | None = None

@@ -99,6 +99,28 @@ def plugin_settings() -> list[Setting] | None:
 
 
 @_firstresult_spec
+def host_paths() -> list[str] | None:
+    """The node directories this plugin reads under the host root.
+
+    The sidecar sees only what its pod mounts under ``--host-root``, so this
+    list is the one place a deployment learns which host directories the
+    plugin's hooks read (``["/sys", "/proc/net", "/var/lib/hyperv"]`` for
+    Azure, whose ``azure-ipoib`` profile reads the Hyper-V KVP pool).  Name
+    each directory as the node does (``/proc/net``, absolute, normalized),
+    every one that any hook reads, ``/sys`` included when the plugin reads
+    DMI or sysfs itself; the core's own reads (``/sys``) are added by the
+    host (:data:`dranet_cloud.host_paths.CORE_HOST_PATHS`).  Called without a
+    node: the answer must be a constant.  A path a setting can move (Azure's
+    ``kvp_pool``) is declared at its default.  ``serve`` warns at start-up
+    for each declared directory the host root lacks; the overlays' test
+    requires every overlay to mount the paths of the plugins documented for
+    it, and the conformance suite requires the plugin's answers on its
+    sample node cut down to these paths to be the whole node's.  ``None``:
+    only what the core reads (plugins older than the hook).
+    """
+
+
+@_firstresult_spec
 def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
     """Confirm the environment with one cheap metadata request.
 

@@ -217,6 +217,11 @@ class ProviderHost:
                 )
             if plugin not in self._instances:
                 self._init_plugin(plugin, explicit=True, roles={"profile"})
+        # A directory a running plugin reads but the pod does not mount fails
+        # its claims one by one later: say so once, now, in deployment terms.
+        from .host_paths import warn_missing
+
+        warn_missing(self.context.host_root, reg, [*self._instances, *reg.with_role("enricher")])
         self._started = True
         log.info(
             "provider host started: cloud=%s profile=%s (%s)",

@@ -151,6 +151,28 @@ class NoDeviceConfig(AcmeCloud):
     device_config = None  # type: ignore[assignment]  # the hook left out, as plugin-api.md allows
 
 
+class UndeclaredHostFile(AcmeCloud):
+    """Reads its NICs' MTU from a node file, /etc/acme/mtu, but declares no
+    ``host_paths``: a pod mounting what the plugin declares (the core's /sys)
+    would not see the file."""
+
+    @hookimpl
+    def device_config(
+        self, context: ProviderContext, instance: AcmeInstance, device: DeviceIdentifiers
+    ) -> NetworkConfig | None:
+        if device.mac not in instance.nics:
+            return None
+        mtu = int(context.host_root.read_text("/etc/acme/mtu") or 1500)
+        return NetworkConfig.model_validate({"interface": {"mtu": mtu}})
+
+    @hookimpl
+    def sample_host(self, dest: Path, variant: str | None) -> SampleHost | None:
+        sample = super().sample_host(dest, variant)
+        if sample is not None:
+            HostRootBuilder(dest).file("/etc/acme/mtu", "9000\n").build()
+        return sample
+
+
 GOOD = AcmeCloud()
 NO_DEVICE_CONFIG = NoDeviceConfig()
 TYPO_IN_CONFIRM_PATH = AcmeCloud(confirm_path="/acme/v1/instnace")
@@ -161,3 +183,4 @@ ROUTE_AND_NEIGHBOR_DRANET_REFUSES = AcmeCloud(
     route={"destination": "10.8.0.0/16"}, neighbor={"destination": "10.8.0.1"}
 )
 MISSPELT_HOOK = MisspeltHook()
+UNDECLARED_HOST_FILE = UndeclaredHostFile()

@@ -110,6 +110,22 @@ def test_an_empty_known_macs_fails_saying_so(pytester: pytest.Pytester) -> None:
     )
 
 
+def test_a_node_file_outside_host_paths_fails_naming_what_the_cut_node_answers(
+    pytester: pytest.Pytester,
+) -> None:
+    """A plugin that reads /etc/acme/mtu without declaring it in host_paths."""
+    result = run_suite(pytester, "UNDECLARED_HOST_FILE", "node_directories")
+    result.assert_outcomes(failed=1)
+    explained(
+        result,
+        "test_reads_only_the_node_directories_it_declares",
+        "plugin acmecloud: on its sample node holding only /sys (its host_paths hook and the "
+        "core's), answers differ from the whole node's; declare every node directory a hook "
+        "reads in host_paths:",
+    )
+    result.stdout.fnmatch_lines(["*config eth0/02:ac:00:00:00:01*1500*9000*"])
+
+
 @pytest.mark.parametrize(
     ("variant", "selected", "test", "message"),
     [

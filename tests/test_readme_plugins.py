@@ -119,7 +119,7 @@ def test_readme_plugins_build_install_and_pass_conformance(tmp_path: Path) -> No
     assert bad.returncode == 2 and "did you mean 'family'" in bad.stderr
 
     # The suite adapts to the role: the enricher skips the cloud-only and
-    # profile checks (6, each with its reason), the cloud plugin only profile.
+    # profile checks (7, each with its reason), the cloud plugin only profile.
     expected = {
         "acmenic": (
             "recognises its environment",
@@ -128,6 +128,7 @@ def test_readme_plugins_build_install_and_pass_conformance(tmp_path: Path) -> No
             "gives device configs",
             "no profile role",
             "reads a metadata server at start",
+            "served on its own sample node",
         ),
         "acme": ("no profile role",),
     }

@@ -501,6 +501,61 @@ class PluginConformance:
             f"the error does not name the endpoint {emu.url}: {info.value}"
         )
 
+    def test_reads_only_the_node_directories_it_declares(
+        self, registry: PluginRegistry, tmp_path: Path
+    ) -> None:
+        """The sample node cut down to the plugin's ``host_paths`` (and the core's
+        ``/sys``) answers every sample request, and gives the same local
+        evidence, as the whole node: a deployment mounts exactly those
+        directories, so a file read elsewhere would fail there."""
+        from ..context import SampleHost
+        from ..host_paths import required_host_paths
+        from .sample_requests import (
+            answers_in_process,
+            compare,
+            copy_host_paths,
+            sample_requests,
+        )
+
+        if "cloud" not in registry.roles(self.plugin_name):
+            pytest.skip("only a cloud plugin is served on its own sample node")
+        with contextmanager(self.environment)(registry, tmp_path / "whole") as conformance_env:
+            declared = required_host_paths(registry, [self.plugin_name])
+            paths = sorted({p for ps in declared.values() for p in ps})
+            cut = copy_host_paths(conformance_env.host_root, tmp_path / "cut", paths)
+            sample = SampleHost(
+                conformance_env.host_root,
+                "",
+                conformance_env.claim_device,
+                conformance_env.own_address_claim,
+            )
+            requests = sample_requests(registry, self.plugin_name, sample)
+            answer = {
+                root: answers_in_process(
+                    registry, self.plugin_name, root, conformance_env.env, requests, detect=False
+                )
+                for root in (conformance_env.host_root, cut)
+            }
+            evidence = {
+                root: registry.call(
+                    self.plugin_name,
+                    "local_evidence",
+                    context=ProviderContext(host_root=HostRoot(root), env=conformance_env.env),
+                )
+                for root in (conformance_env.host_root, cut)
+            }
+        problems = compare(requests, answer[conformance_env.host_root], answer[cut])
+        if evidence[cut] != evidence[conformance_env.host_root]:
+            problems.append(
+                f"local evidence: {evidence[cut]!r}; the whole node gives "
+                f"{evidence[conformance_env.host_root]!r}"
+            )
+        assert not problems, self._says(
+            f"on its sample node holding only {', '.join(paths)} (its host_paths hook and the "
+            "core's), answers differ from the whole node's; declare every node directory a "
+            "hook reads in host_paths:\n" + "\n".join(problems)
+        )
+
     def _nic(self, host: ProviderHost, name: str) -> DeviceIdentifiers:
         found = [d for d in host.context.host_root.net_devices() if d.name == name]
         assert found, self._says(f"its SampleHost names NIC {name}, which its sample node lacks")

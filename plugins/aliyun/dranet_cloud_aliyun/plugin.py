@@ -147,3 +147,11 @@ def provider_aliases() -> list[str]:
 def plugin_settings() -> list[Setting]:
     """Alibaba Cloud reads no ``--set`` keys (endpoint overrides come from the environment)."""
     return []
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: DMI, the eRDMA devices, and the parent NIC's
+    IPv6 addresses and routes (``/proc/net/if_inet6``, ``/proc/net/ipv6_route``).
+    """
+    return ["/proc/net", "/sys"]

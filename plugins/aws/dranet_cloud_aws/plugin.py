@@ -134,3 +134,11 @@ def plugin_settings() -> list[Setting]:
         Setting("allow_imdsv1", "bool", "accept an IMDS that issues no session tokens"),
         Setting("endpoint_mode", "choice", "IMDS over IPv4 or IPv6", ("ipv4", "ipv6")),
     ]
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: DMI and ``/sys/hypervisor/uuid`` (detection),
+    the EFA devices' PCI functions.
+    """
+    return ["/sys"]

@@ -148,3 +148,12 @@ def attribute_ranking() -> list[str]:
         ACCELERATED_NETWORKING_VF,
         ACCELERATED_NETWORKING,
     ]
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: DMI, the netvsc/VF pairs, the IPv6 default
+    route (``/proc/net/ipv6_route``) and the azure-ipoib profile's Hyper-V KVP pool
+    (``/var/lib/hyperv/.kvp_pool_0``).
+    """
+    return ["/proc/net", "/sys", "/var/lib/hyperv"]

@@ -103,6 +103,7 @@ def nd_h100_v5_host(dest: Path) -> SampleHost:
         ),
         claim_device=None,
         own_address_claim=(IB_NICS[0][0], PROFILE),
+        own_address_nics=tuple(name for name, _, _, _ in IB_NICS),
     )
 
 

@@ -92,3 +92,11 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
     from . import sample
 
     return sample.build_sample_host(dest, variant)
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: the NICs' sysfs (the cloud's facts are on the
+    Node object).
+    """
+    return ["/sys"]

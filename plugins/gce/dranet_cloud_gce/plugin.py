@@ -141,3 +141,9 @@ def sample_variants() -> list[str]:
 def plugin_settings() -> list[Setting]:
     """GCE reads no ``--set`` keys (endpoint overrides come from the environment)."""
     return []
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: DMI (detection) and the NICs' sysfs."""
+    return ["/sys"]

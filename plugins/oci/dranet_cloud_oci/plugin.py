@@ -110,3 +110,9 @@ def attribute_ranking() -> list[str]:
         SUBNET_CIDR_BLOCK,
         VIRTUAL_ROUTER_IP,
     ]
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: DMI (detection) and the NICs' sysfs."""
+    return ["/sys"]

@@ -155,3 +155,11 @@ def plugin_settings() -> list[Setting]:
         Setting("timeout", "seconds", "per-request timeout"),
         Setting("health_wait", "seconds", "how long start-up polls /health"),
     ]
+
+
+@hookimpl
+def host_paths() -> list[str]:
+    """The node directories read under the host root: nothing: the remote provider answers, the
+    core resolves the NIC.
+    """
+    return []
