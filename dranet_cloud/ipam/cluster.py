@@ -86,6 +86,7 @@ from ..logsafe import safe
 from .base import Allocation, Owner
 from .cluster_api import (
     BLOCK_LABEL,
+    BLOCK_SIZE,
     CLAIM_GROUP,
     CLAIM_RESOURCE,
     CLAIM_UID_ANNOTATION,
@@ -907,6 +908,7 @@ class ClusterIpam:
                     return True, 1
             self.conflicts.count("create_conflicts")
             self._lost(row, view)  # the view learns it: no list follows
+            self._jump(row, view)  # and the search leaves the stretch the winner fills
             return False, 1
         except kube_error as exc:
             self._create_failed(row, exc)
@@ -1226,6 +1228,16 @@ class ClusterIpam:
                 found.setdefault(str(rng), []).append(block_index(rng, value))
         self._own_blocks = found
         return found
+
+    def _jump(self, row: JournalRow, view: RangeView | None) -> None:
+        """After a lost race, search on in a wide free stretch of the watched blocks."""
+        watch = self._watch_of(row)
+        if view is None or watch is None:
+            return
+        with watch.lock:
+            blocks = sorted(watch.blocks)
+        size = BLOCK_SIZE
+        view.jump([(view.lo + b * size, view.lo + (b + 1) * size - 1) for b in blocks])
 
     def _watch_of(self, row: JournalRow) -> RangeWatch | None:
         rng = self._range_of(row)

@@ -88,11 +88,46 @@ class RangeView:
         # first the home derived from the node's name, then next fit.
         self.home = home % rng.size
         self.start = self.home
+        self._random = random.Random(home)
 
     def advance(self, value: int) -> None:
         """Next fit: the next search starts after ``value`` (taken by this node, or
         found taken), so a node's allocations cost no walk over its own earlier ones."""
         self.home = (value - self.lo + 1) % self.range.size
+
+    def jump(self, spans: Sequence[tuple[int, int]], choices: int = 3) -> None:
+        """After a lost race (a create answered 409 for an address the view showed
+        free), restart the search inside one of the widest free stretches of
+        ``spans`` (inclusive value bounds: the watched blocks), not right after
+        the lost address.
+
+        Why: the node that won is filling the same stretch and goes on at the
+        next address; a loser that went there too would meet it again at every
+        step.  Which of the ``choices`` widest stretches, and where in its middle
+        half, is drawn at random, so two losers do not pick the same point.
+        """
+        gaps: list[tuple[int, int]] = []  # (size, first value)
+        with self._lock:
+            for lo, hi in spans:
+                lo, hi = max(lo, self.lo), min(hi, self.hi)
+                if lo > hi:
+                    continue
+                prev = lo - 1
+                i = bisect.bisect_left(self._taken, lo)
+                j = bisect.bisect_right(self._taken, hi)
+                for value in self._taken[i:j]:
+                    if value - prev > 1:
+                        gaps.append((value - prev - 1, prev + 1))
+                    prev = value
+                if hi > prev:
+                    gaps.append((hi - prev, prev + 1))
+        if not gaps:
+            return
+        gaps.sort(reverse=True)
+        size, first = self._random.choice(gaps[:choices])
+        quarter = size // 4
+        start = first + quarter + self._random.randrange(max(1, size - 2 * quarter))
+        self.home = (start - self.lo) % self.range.size
 
     def add(self, value: int) -> None:
         with self._lock:

@@ -72,6 +72,7 @@ class RangeWatch:
         self._on_deleted = on_deleted
         self._jitter = initial_jitter
         self._lock = threading.Lock()
+        self.lock = self._lock  # readers of ``blocks`` outside this class hold it too
         self.blocks: set[int] = set()
         # Block -> the informer's list count when it was added: the block is
         # in the store once a list completed after that.
