@@ -97,6 +97,10 @@ def range_for(claims: int, fill: float) -> str:
     return f"10.64.0.0/{prefix}"
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -586,7 +590,7 @@ def startup(emu: Any, workers: Workers, args: argparse.Namespace, what: str) -> 
     consistent = total(requests, "list-consistent")
     print(
         f"  {what}: {len(ready)} nodes ready in {took:.1f} s (per node p50 "
-        f"{statistics.median(ready):.2f} s, max {max(ready):.2f} s); "
+        f"{median(ready):.2f} s, max {max(ready, default=float('nan')):.2f} s); "
         f"{total(requests)} requests, {total(objects)} objects served; "
         f"LISTs that bypassed the watch cache: {consistent}; errors: {len(errors)}"
     )
@@ -631,7 +635,7 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
                 print(
                     f"  allocate: {len(answers) / (ended - began):.0f} claims/s cluster-wide "
                     f"({len(answers)} in {ended - began:.1f} s; p50 "
-                    f"{statistics.median(lat) * 1000:.1f} ms, p99 "
+                    f"{median(lat) * 1000:.1f} ms, p99 "
                     f"{percentile(lat, 0.99) * 1000:.1f} ms), {writes / max(1, len(answers)):.3f}"
                     f" writes per allocation ({creates} creates at the API), range "
                     f"{len(answers) / ipaddress.ip_network(args.range).num_addresses:.0%} full; "
