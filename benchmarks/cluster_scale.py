@@ -288,6 +288,39 @@ def _parallel(jobs: list[Callable[[], Any]], threads: int = 64) -> list[Any]:
         return list(pool.map(guard, jobs))
 
 
+def allocate_all(nodes: list[SimNode], per: int) -> dict[str, Any]:
+    """Every node allocates its claims, one thread a node, all at once."""
+    answers: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    errs: list[str] = []
+    lock = threading.Lock()
+    before = sum(node.writes() for node in nodes)
+
+    def one_node(node: SimNode) -> None:
+        for i in claims_of(node.n, per):
+            t0 = time.perf_counter()
+            try:
+                got = node.allocate(i)
+            except Exception as exc:
+                with lock:
+                    errs.append(f"{node.name} claim {i}: {type(exc).__name__}: {exc}"[:300])
+                continue
+            with lock:
+                latencies.append(time.perf_counter() - t0)
+                answers[claim_uid(i)] = got
+
+    began = time.monotonic()
+    _parallel([lambda node=node: one_node(node) for node in nodes], 1000)
+    return {
+        "began": began,
+        "ended": time.monotonic(),
+        "answers": answers,
+        "latencies": latencies,
+        "errors": errs,
+        "writes": sum(node.writes() for node in nodes) - before,
+    }
+
+
 def worker_main() -> int:
     cfg = json.loads(sys.stdin.readline())
     if not cfg["before"]:
@@ -317,37 +350,7 @@ def worker_main() -> int:
                 }
             )
         elif what == "allocate":
-            answers: dict[str, list[str]] = {}
-            latencies: list[float] = []
-            errs: list[str] = []
-            lock = threading.Lock()
-            before = sum(node.writes() for node in nodes.values())
-
-            def one_node(node: SimNode) -> None:
-                for i in claims_of(node.n, per):
-                    t0 = time.perf_counter()
-                    try:
-                        got = node.allocate(i)
-                    except Exception as exc:
-                        with lock:
-                            errs.append(f"{node.name} claim {i}: {type(exc).__name__}: {exc}"[:300])
-                        continue
-                    with lock:
-                        latencies.append(time.perf_counter() - t0)
-                        answers[claim_uid(i)] = got
-
-            began = time.monotonic()
-            _parallel([lambda node=node: one_node(node) for node in nodes.values()], 1000)
-            answer(
-                {
-                    "began": began,
-                    "ended": time.monotonic(),
-                    "answers": answers,
-                    "latencies": latencies,
-                    "errors": errs,
-                    "writes": sum(node.writes() for node in nodes.values()) - before,
-                }
-            )
+            answer(allocate_all(list(nodes.values()), per))
         elif what == "held":
             held = [i for i in cmd["claims"] if i // per in nodes and nodes[i // per].holds(i)]
             answer({"held": held})
@@ -586,7 +589,7 @@ def startup(emu: Any, workers: Workers, args: argparse.Namespace, what: str) -> 
     t0 = time.monotonic()
     answers = workers.ask("start" if what == "start" else "restart")
     took = time.monotonic() - t0
-    seconds, requests, objects = meter.delta()
+    _seconds, requests, objects = meter.delta()
     ready = [r for a in answers for r in a["ready"]]
     errors = [e for a in answers for e in a["errors"]]
     consistent = total(requests, "list-consistent")
@@ -623,7 +626,7 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
                 meter = Meter(emu)
                 cpu0 = workers.cpu()
                 done = workers.ask("allocate")
-                seconds, requests, _objects = meter.delta()
+                _seconds, requests, _objects = meter.delta()
                 began = min(d["began"] for d in done)
                 ended = max(d["ended"] for d in done)
                 for d in done:
@@ -709,12 +712,16 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
                 leaked = [
                     o
                     for o in objs
-                    if (o["metadata"].get("annotations") or {}).get("dranet-cloud.dra.net/claim-uid")
+                    if (o["metadata"].get("annotations") or {}).get(
+                        "dranet-cloud.dra.net/claim-uid"
+                    )
                     not in live_uids
                 ]
+                names = Counter(o["metadata"]["name"] for o in objs)
+                dup = sum(k - 1 for k in names.values() if k > 1)
                 print(
                     f"  live addresses freed: {len(missing)}; leaked objects: {len(leaked)}; "
-                    f"duplicates: {sum(k - 1 for k in Counter(o['metadata']['name'] for o in objs).values() if k > 1)}"
+                    f"duplicates: {dup}"
                 )
                 if missing or leaked:
                     bad.append("live freed or leaked")
@@ -724,7 +731,8 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
     return figures
 
 
-VANISHED: set[int] = set()
+VANISHED: set[int] = set()  # nodes whose sidecar and Node object are gone
+KILLED: set[int] = set()  # nodes whose sidecar is gone, Node object kept: their objects stay
 
 
 def vanish_and_takeover(
@@ -777,14 +785,18 @@ def vanish_and_takeover(
     # 6. the holder is killed: another node takes the lease.
     t0 = time.monotonic()
     for a in workers.ask("kill-holder"):
-        VANISHED.update(int(k.split("-")[1]) for k in a["killed"])
+        KILLED.update(int(k.split("-")[1]) for k in a["killed"])
     took = wait_until(
         lambda: bool([h for a in workers.ask("holder") for h in a["holders"]]), 120, 0.5
     )
     new = [h for a in workers.ask("holder") for h in a["holders"]]
     print(
-        f"  lease holder killed: "
-        + (f"{', '.join(new)} holds it after {took:.1f} s" if took is not None else "nobody took it")
+        "  lease holder killed: "
+        + (
+            f"{', '.join(new)} holds it after {took:.1f} s"
+            if took is not None
+            else "nobody took it"
+        )
     )
     if took is None or took > 30:
         bad.append("takeover slower than 30 s")
@@ -830,9 +842,10 @@ def main() -> int:
     results["after"] = run(args, None)
     if args.before:
         b, a = results["before"], results["after"]
+        per_node = [r["objects_per_min"] / args.nodes for r in (b, a)]
         print(
-            f"  per node, objects served/min at steady state: before {b['objects_per_min'] / args.nodes:.2f}"
-            f", after {a['objects_per_min'] / args.nodes:.2f}"
+            f"  per node, objects served/min at steady state: before {per_node[0]:.2f}, "
+            f"after {per_node[1]:.2f}"
         )
     bad = results["after"].get("bad") or []
     for why in bad:
