@@ -123,11 +123,11 @@ def process_cpu_seconds(pid: int) -> float:
 class SimNode:
     """One node's sidecar parts, built from the project's own code (see ``build``)."""
 
-    def __init__(self, n: int, cfg: dict[str, Any], client: Any) -> None:
+    def __init__(self, n: int, cfg: dict[str, Any]) -> None:
         self.n = n
         self.name = node_name(n)
         self.cfg = cfg
-        self.client = client
+        self.client: Any = None
         self.store: Any = None
         self.parts: list[Any] = []  # things with stop(), stopped in reverse order
         self.collector: Any = None
@@ -139,7 +139,11 @@ class SimNode:
         return str(Path(self.cfg["dir"]) / f"{self.name}.db")
 
     def start(self) -> None:
+        """Start this node's sidecar parts with a client of its own, as a sidecar has."""
+        from dranet_cloud.kube import KubeClient
+
         t0 = time.monotonic()
+        self.client = KubeClient(self.cfg["kubeconfig"], timeout=30.0)
         if self.cfg["before"]:
             self._start_before()
         else:
@@ -272,6 +276,9 @@ class SimNode:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self.client is not None:
+            self.client.close()
+            self.client = None
 
 
 def _parallel(jobs: list[Callable[[], Any]], threads: int = 64) -> list[Any]:
@@ -325,10 +332,7 @@ def worker_main() -> int:
     cfg = json.loads(sys.stdin.readline())
     if not cfg["before"]:
         sys.path.insert(0, str(HERE.parent))
-    from dranet_cloud.kube import KubeClient
-
-    client = KubeClient(cfg["kubeconfig"], timeout=30.0)
-    nodes = {n: SimNode(n, cfg, client) for n in cfg["nodes"]}
+    nodes = {n: SimNode(n, cfg) for n in cfg["nodes"]}
     per = cfg["per_node"]
     out: IO[str] = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the parent's pipe
@@ -378,7 +382,6 @@ def worker_main() -> int:
             )
         elif what == "stop":
             _parallel([node.stop for node in nodes.values()], 64)
-            client.close()
             answer({"stopped": True})
             return 0
         else:
