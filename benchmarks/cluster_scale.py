@@ -295,8 +295,8 @@ def _parallel(jobs: list[Callable[[], Any]], threads: int = 64) -> list[Any]:
         return list(pool.map(guard, jobs))
 
 
-def allocate_all(nodes: list[SimNode], per: int) -> dict[str, Any]:
-    """Every node allocates its claims, one thread a node, all at once."""
+def allocate_all(nodes: list[SimNode], per: int, at_once: int) -> dict[str, Any]:
+    """Every node allocates its claims, one thread a node, ``at_once`` nodes at a time."""
     answers: dict[str, list[str]] = {}
     latencies: list[float] = []
     errs: list[str] = []
@@ -317,7 +317,7 @@ def allocate_all(nodes: list[SimNode], per: int) -> dict[str, Any]:
                 answers[claim_uid(i)] = got
 
     began = time.monotonic()
-    _parallel([lambda node=node: one_node(node) for node in nodes], 1000)
+    _parallel([lambda node=node: one_node(node) for node in nodes], at_once)
     return {
         "began": began,
         "ended": time.monotonic(),
@@ -354,7 +354,7 @@ def worker_main() -> int:
                 }
             )
         elif what == "allocate":
-            answer(allocate_all(list(nodes.values()), per))
+            answer(allocate_all(list(nodes.values()), per, cfg["alloc_threads"]))
         elif what == "held":
             held = [i for i in cmd["claims"] if i // per in nodes and nodes[i // per].holds(i)]
             answer({"held": held})
@@ -545,6 +545,7 @@ def start_workers(
             "gc_interval": args.gc_interval,
             "cluster_uid": emu.cluster_uid,
             "start_threads": args.start_threads,
+            "alloc_threads": args.alloc_threads,
             "initial_jitter": args.initial_jitter,
             "grace": args.grace,
             "worker": index,
@@ -619,7 +620,8 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
             f"= {m} claims ({sum(gen1(i) for i in range(m))} sent by UID only), scope "
             f"{args.scope}, range {args.range}, {args.latency * 1000:g} ms per API call, "
             f"bookmarks every {args.bookmark_interval:g} s, GC every {args.gc_interval:g} s, "
-            f"{args.processes} worker process(es)"
+            f"{args.processes} worker process(es), at most {args.alloc_threads} node(s) "
+            "of each allocating at a time"
         )
         workers = start_workers(args, emu, kubeconfig, Path(tmp), before)
         try:
@@ -827,6 +829,12 @@ def main() -> int:
         "--grace", type=float, default=0.0, help="the collector's grace period in seconds"
     )
     parser.add_argument("--start-threads", type=int, default=64)
+    parser.add_argument(
+        "--alloc-threads",
+        type=int,
+        default=1000,
+        help="nodes of one worker process allocating at a time (default 1000: all)",
+    )
     parser.add_argument("--processes", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument(
         "--before",
