@@ -529,25 +529,15 @@ class ClusterIpam:
         result = ClusterReclaimResult()
         if not dry_run:
             result.retried_releases, result.failed_releases = self.retry_releases()
+        which: dict[str, Any]  # every object but live nodes' (one-shot), or this node's own
         if everyone:
             alive: dict[str, bool] = {}
-            result.sweep = sweep_ip_addresses(
-                self.api,
-                source,
-                grace=grace,
-                dry_run=dry_run,
-                counted=self._count,
-                skip=lambda obj: self._held(obj) or self._other_node_alive(obj, alive),
-            )
+            which = {"skip": lambda obj: self._held(obj) or self._other_node_alive(obj, alive)}
         else:
-            result.sweep = sweep_ip_addresses(
-                self.api,
-                source,
-                grace=grace,
-                dry_run=dry_run,
-                counted=self._count,
-                objects=[o for o in self._own_objects() if not self._held(o)],
-            )
+            which = {"objects": [o for o in self._own_objects() if not self._held(o)]}
+        result.sweep = sweep_ip_addresses(
+            self.api, source, grace=grace, dry_run=dry_run, counted=self._count, **which
+        )
         return result
 
     def _own_objects(self) -> list[IPAddressObject]:

@@ -266,28 +266,10 @@ class WatchHub:
 
     # --- the stream (its own thread; takes the lock itself) -----------------------------
 
-    def stream(
-        self,
-        w: Watcher,
-        first: list[tuple[str, str]],
-        *,
-        encode: Callable[[Watcher, str, WatchEvent, bool], str],
-        bookmark: Callable[[], str] | None,
-        bookmark_interval: float,
-        timeout: float,
-        count: Callable[[int], None],
-    ) -> WatchStream:
-        """The watch's answer body (see :meth:`_lines`), unregistered however it ends."""
-        lines = self._lines(
-            w,
-            first,
-            encode=encode,
-            bookmark=bookmark,
-            bookmark_interval=bookmark_interval,
-            timeout=timeout,
-            count=count,
-        )
-        return WatchStream(self, w, lines)
+    def stream(self, w: Watcher, first: list[tuple[str, str]], **options: Any) -> WatchStream:
+        """The watch's answer body, unregistered however it ends; ``options`` are
+        :meth:`_lines`' keywords (encode, bookmark, bookmark_interval, timeout, count)."""
+        return WatchStream(self, w, self._lines(w, first, **options))
 
     def _lines(
         self,
