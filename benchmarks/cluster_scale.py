@@ -630,7 +630,9 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
             if args.scope == "cluster":
                 meter = Meter(emu)
                 cpu0 = workers.cpu()
+                emu_cpu0 = time.process_time()
                 done = workers.ask("allocate")
+                emu_cpu = time.process_time() - emu_cpu0
                 _seconds, requests, _objects = meter.delta()
                 began = min(d["began"] for d in done)
                 ended = max(d["ended"] for d in done)
@@ -649,8 +651,8 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
                     f"{percentile(lat, 0.99) * 1000:.1f} ms), {writes / max(1, len(answers)):.3f}"
                     f" writes per allocation ({creates} creates at the API), range "
                     f"{len(answers) / ipaddress.ip_network(args.range).num_addresses:.0%} full; "
-                    f"duplicates {duplicates}; errors {len(errs)}; node CPU "
-                    f"{workers.cpu() - cpu0:.1f} s"
+                    f"duplicates {duplicates}; errors {len(errs)}; CPU: nodes "
+                    f"{workers.cpu() - cpu0:.1f} s, API emulator {emu_cpu:.1f} s"
                 )
                 for e in errs[:3]:
                     print(f"    {e}")
