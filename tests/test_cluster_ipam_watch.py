@@ -7,6 +7,7 @@ faults), the real client, informer and elector, real SQLite journals.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from dranet_cloud.claims import ClaimReference
 from dranet_cloud.errors import AddressConflict
 from dranet_cloud.ipam.base import Owner
 from dranet_cloud.ipam.cluster import ClusterIpam, open_cluster_ipam
-from dranet_cloud.ipam.cluster_api import BLOCK_LABEL, block_value
+from dranet_cloud.ipam.cluster_api import BLOCK_LABEL, NODE_LABEL, block_value
 from dranet_cloud.ipam.cluster_reclaimer import Reclaimer
 from dranet_cloud.ipam.reclaim import KubernetesClaims
 from dranet_cloud.iprange import IPRange
@@ -98,6 +99,45 @@ def test_a_node_watches_only_its_blocks_and_allocation_lists_nothing_else(
     kube.reset_calls()
     assert a.allocate(owner("u3"), [RANGE], claim=ref(kube, "u3", "node-a")) == [got[3]]
     assert {k: v for k, v in kube.calls().items() if k != "watch"} == {}
+
+
+def test_the_collector_judges_only_this_nodes_objects_as_the_watch_shows_them(
+    kube: KubernetesEmulator, open_node: Any
+) -> None:
+    """Nodes share blocks: a node's run sees its own objects, kept apart as events arrive."""
+    a = open_node("node-a")
+    mine = sorted(
+        name_of(a.allocate(owner(f"a{i}"), [RANGE], claim=ref(kube, f"a{i}", "node-a"))[0])
+        for i in range(3)
+    )
+    block = kube.ip_address(mine[0])["metadata"]["labels"][BLOCK_LABEL]  # type: ignore[index]
+
+    def in_block(k: int) -> str:  # the k-th address of mine[0]'s block, unused by node-a
+        first = int(ipaddress.ip_address(mine[0])) // 64 * 64
+        free = [str(ipaddress.ip_address(first + i)) for i in range(64)]
+        return [x for x in free if x not in mine and x != str(RANGE.start)][k]
+
+    def own() -> set[str]:
+        return {o.name for o in a._own_objects()}
+
+    # Another node's object in node-a's block: node-a's view shows it, not as its own.
+    theirs = in_block(5)
+    kube.add_ip_address(theirs, labels={BLOCK_LABEL: block, NODE_LABEL: "node-b"})
+    wait_until(lambda: seen(a, theirs) is not None, "node-a to see node-b's object")
+    assert own() == set(mine)
+    # An orphan naming node-a in that block (a journal that lost it) is judged too.
+    orphan = in_block(7)
+    labels = {BLOCK_LABEL: block, NODE_LABEL: "node-a"}
+    kube.add_ip_address(orphan, labels=labels)
+    wait_until(lambda: orphan in own(), "the orphan among node-a's own objects")
+    # Relabelled to another node it leaves node-a's own objects; back, it returns;
+    # deleted (no claim of node-a's journal: nothing re-creates it), it leaves again.
+    kube.add_ip_address(orphan, labels={**labels, NODE_LABEL: "node-b"})
+    wait_until(lambda: orphan not in own(), "the relabel to be seen")
+    kube.add_ip_address(orphan, labels=labels)
+    wait_until(lambda: orphan in own(), "the label back to be seen")
+    kube.delete_ip_address(orphan)
+    wait_until(lambda: own() == set(mine), "the deletion to be seen")
 
 
 def test_an_object_deleted_under_a_live_claim_is_recreated_and_never_given_away(

@@ -553,23 +553,23 @@ class ClusterIpam:
                 return []
             return list_managed(self.api, f"{NODE_LABEL}={self.node}", counted=self._count)
         found: dict[str, IPAddressObject] = {}
-        watched: set[str] = set()
         for watch in watches:
             if not watch.synced_all():
                 return []  # judged at the next run, once the views hold their blocks
-            for doc in watch.objects():
+            for doc in watch.own_objects():
                 try:
                     obj = parse_ip_address(doc)
                 except ValueError:
                     continue
-                watched.add(obj.name)
                 if node_of(obj) == self.node:
                     found[obj.name] = obj
         # The start-up list's objects that no watch shows (no block label: an earlier
         # version's; or a range no longer configured) are judged too, as listed then.
         for obj in self._own_at_start:
-            if obj.name not in watched and obj.name not in found:
+            if obj.name not in found:
                 row = self._watch_for_name(obj.name)
+                if row is not None and row.lookup(obj.name) is not None:
+                    continue  # watched: judged above when it still names this node
                 if (
                     row is None
                     or not row.covers(int(obj.address))
@@ -1159,6 +1159,7 @@ class ClusterIpam:
                     self._make_informer,
                     on_deleted=self.repairs.deleted,
                     initial_jitter=self._initial_jitter,
+                    node=self.node,
                 )
         if watch is not None:
             watch.watch(self._blocks_in_use(rng, view))

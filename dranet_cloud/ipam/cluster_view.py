@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..logsafe import safe
-from .cluster_api import block_index, block_selector, range_id
+from .cluster_api import NODE_ANNOTATION, NODE_LABEL, block_index, block_selector, range_id
 from .cluster_journal import RangeView
 
 if TYPE_CHECKING:
@@ -54,7 +54,10 @@ class RangeWatch:
 
     ``make_informer(label_selector=..., name=..., on_event=...)`` builds
     the (not yet started) informer; ``initial_jitter`` is passed on so that
-    a thousand nodes starting at once do not list at once.
+    a thousand nodes starting at once do not list at once.  ``node`` is this
+    sidecar's node: the objects naming it are kept apart as they arrive
+    (:meth:`own_objects`), so that the collector's run judges its node's ten
+    objects, not the hundreds its neighbours hold in the same blocks.
     """
 
     def __init__(
@@ -64,8 +67,13 @@ class RangeWatch:
         *,
         on_deleted: Callable[[str, str], None],
         initial_jitter: float = 0.0,
+        node: str | None = None,
     ) -> None:
         self.view = view
+        self.node = node
+        # name -> object, for the watched objects that name ``node`` (kept by _event;
+        # a relist hands its differences to _event too, so this follows the store).
+        self._own: dict[str, dict[str, Any]] = {}
         self.range = view.range
         self.id = range_id(view.range)
         self._make = make_informer
@@ -167,6 +175,18 @@ class RangeWatch:
         informer = self._informer
         return [] if informer is None else informer.items()
 
+    def own_objects(self) -> list[dict[str, Any]]:
+        """The watched objects that name this watch's ``node`` (annotation, else label)."""
+        with self._lock:
+            return list(self._own.values())
+
+    def _names_node(self, meta: dict[str, Any]) -> bool:
+        notes, labels = meta.get("annotations"), meta.get("labels")
+        named = notes.get(NODE_ANNOTATION) if isinstance(notes, dict) else None
+        if not named and isinstance(labels, dict):
+            named = labels.get(NODE_LABEL)
+        return self.node is not None and named == self.node
+
     def _event(self, kind: str, obj: dict[str, Any]) -> None:
         # On the informer's thread: quick, no API call, no journal write.
         meta = obj.get("metadata") if isinstance(obj, dict) else None
@@ -182,6 +202,12 @@ class RangeWatch:
         value = int(addr)
         if addr.version != self.range.version or not self.view.lo <= value <= self.view.hi:
             return
+        own = kind != "DELETED" and self._names_node(meta)
+        with self._lock:
+            if own:
+                self._own[name] = obj
+            else:
+                self._own.pop(name, None)
         if kind == "DELETED":
             self.view.discard(value)
             if isinstance(uid, str) and uid:
