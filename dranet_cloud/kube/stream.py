@@ -68,9 +68,18 @@ class LineStream:
     def lines(self) -> Iterator[bytes]:
         """Each non-empty line of the body without its newline; raises :class:`LineTooLong`."""
         buf = bytearray()
+        cap = self._cap
         for chunk in self._source.iter_bytes():
             if self._aborted.is_set():
                 return
+            if not buf and chunk.find(b"\n") == len(chunk) - 1:
+                # The usual piece: one whole line (a watch event per chunk).
+                if len(chunk) - 1 > cap:
+                    self._too_long(chunk[:512])
+                line = chunk[:-1]
+                if line and not line.isspace():
+                    yield line
+                continue
             start = 0
             while True:
                 end = chunk.find(b"\n", start)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import ssl
 
 __all__ = [
-        "IDLE_EXPIRY",
+    "IDLE_EXPIRY",
     "MAX_HEADERS",
     "MAX_HEAD_BYTES",
     "REPLAYABLE",
@@ -190,7 +190,7 @@ class Answer:
 class _Connection:
     """One socket and the bytes read from it but not used yet."""
 
-    __slots__ = ("buf", "idle_since", "reused", "sock", "until")
+    __slots__ = ("buf", "idle_since", "reused", "sock", "until", "waits")
 
     def __init__(self, sock: socket.socket, until: float | None) -> None:
         self.sock = sock
@@ -199,16 +199,25 @@ class _Connection:
         self.idle_since = 0.0
         # A stream's own end, beside the calling context's deadline.
         self.until = until
+        self.waits = -1.0  # the socket's timeout as last set (a system call to change)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    def _wait(self, timeout: float) -> float:
-        return _wait(timeout, self.until)
+    def _arm(self, timeout: float) -> None:
+        """Make the next socket call wait at most ``timeout`` and the deadline's rest.
+
+        A stream's reads mostly wait the whole read timeout (its end is far):
+        the socket keeps that setting instead of a system call per read.
+        """
+        wait = _wait(timeout, self.until)
+        if wait != self.waits:
+            self.sock.settimeout(wait)
+            self.waits = wait
 
     def send(self, data: bytes, timeout: float) -> None:
-        self.sock.settimeout(self._wait(timeout))
+        self._arm(timeout)
         try:
             self.sock.sendall(data)
         except TimeoutError as exc:
@@ -216,7 +225,7 @@ class _Connection:
 
     def fill(self, timeout: float) -> bool:
         """Read what the peer sent next into the buffer; False at the end of the stream."""
-        self.sock.settimeout(self._wait(timeout))
+        self._arm(timeout)
         try:
             data = self.sock.recv(RECV_BYTES)
         except TimeoutError as exc:
@@ -424,6 +433,12 @@ class StreamAnswer:
             if size == 0:
                 conn.trailers(timeout)
                 return
+            if len(buf) >= size + 2 and buf[size : size + 2] == b"\r\n":
+                # The usual case, one watch event per chunk, all of it read.
+                piece = bytes(buf[:size])
+                del buf[: size + 2]
+                yield piece
+                continue
             while size:
                 if not buf:
                     conn.must_fill(timeout)
