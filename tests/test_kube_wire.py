@@ -225,20 +225,20 @@ def test_a_watch_that_drips_ends_by_its_deadline(tmp_path: Path, peers: list[Pee
     peers.append(peer)
     lines = 0
     started = time.monotonic()
-    with KubeClient(kubeconfig(tmp_path, f"http://127.0.0.1:{peer.port}")) as client:
-        with (
-            pytest.raises(KubeError, match=r"did not finish within 0\.5 s"),
-            client.open_stream(
-                IPADDRESSES.path(),
-                params={"watch": "true"},
-                read_timeout=5.0,
-                max_line_bytes=1024,
-                deadline=0.5,
-                what="watch ipaddresses",
-            ) as stream,
-        ):
-            for _ in stream.lines():
-                lines += 1
+    with (
+        KubeClient(kubeconfig(tmp_path, f"http://127.0.0.1:{peer.port}")) as client,
+        pytest.raises(KubeError, match=r"did not finish within 0\.5 s"),
+        client.open_stream(
+            IPADDRESSES.path(),
+            params={"watch": "true"},
+            read_timeout=5.0,
+            max_line_bytes=1024,
+            deadline=0.5,
+            what="watch ipaddresses",
+        ) as stream,
+    ):
+        for _ in stream.lines():
+            lines += 1
     assert lines >= 2  # it did stream before the end
     assert time.monotonic() - started < GUARD  # a guard against hanging, not a timing
 
@@ -293,7 +293,7 @@ def test_a_refused_token_is_read_again_from_its_file(tmp_path: Path, peers: list
         tmp_path, f"http://127.0.0.1:{peer.port}", user={"tokenFile": str(token_file)}
     )
     with KubeClient(path) as client:
-        with pytest.raises(KubeError, match="401 Unauthorized.*token was refused") as refused:
+        with pytest.raises(KubeError, match=r"401 Unauthorized.*token was refused") as refused:
             client.get_node("n1")
         assert refused.value.status == 401
         token_file.write_text("new\n")  # the kubelet rotated it
@@ -348,7 +348,7 @@ def test_tls_with_the_kubeconfig_ca_and_a_path_prefix(
     # Without the CA the certificate is refused, in the shared wording.
     with (
         KubeClient(kubeconfig(tmp_path, url)) as untrusting,
-        pytest.raises(KubeError, match="failed: TLS handshake failed: .*certificate verify"),
+        pytest.raises(KubeError, match=r"failed: TLS handshake failed: .*certificate verify"),
     ):
         untrusting.get_node("n1")
 
