@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -26,11 +26,15 @@ from dranet_cloud.kube import IPADDRESSES, KubeClient, KubeError, ParentRef
 from dranet_cloud.kube.wire import MAX_HEAD_BYTES
 
 CLAIM = ParentRef.resource_claim("ns", "c")
-NODE = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1", "uid": "u-n1"}}
+NODE: Mapping[str, object] = {
+    "kind": "Node",
+    "apiVersion": "v1",
+    "metadata": {"name": "n1", "uid": "u-n1"},
+}
 GUARD = 10.0  # seconds: only a hang reaches it
 
 
-def answer(body: dict[str, object] | bytes, status: int = 200, extra: str = "") -> bytes:
+def answer(body: Mapping[str, object] | bytes, status: int = 200, extra: str = "") -> bytes:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     reason = {200: "OK", 201: "Created", 401: "Unauthorized"}.get(status, "X")
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra}"
@@ -284,7 +288,11 @@ def test_a_refused_token_is_read_again_from_its_file(tmp_path: Path, peers: list
             if b"Authorization: Bearer new\r\n" in request:
                 conn.sendall(answer(NODE))
             else:
-                status = {"kind": "Status", "code": 401, "reason": "Unauthorized"}
+                status: Mapping[str, object] = {
+                    "kind": "Status",
+                    "code": 401,
+                    "reason": "Unauthorized",
+                }
                 conn.sendall(answer(status, 401))
 
     peer = Peer(serve)
