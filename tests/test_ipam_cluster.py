@@ -31,6 +31,8 @@ from dranet_cloud.iprange import IPRange
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .waiting import wait_until
+
 RANGE = IPRange.parse("10.9.0.0/24")
 
 
@@ -99,6 +101,12 @@ def test_an_allocation_is_an_ipaddress_naming_its_claim_and_a_retry_asks_nothing
     assert notes[CLAIM_UID_ANNOTATION] == "uid-1"
     assert notes["dranet-cloud.dra.net/device"] == "mac:0c:42:a1:00:00:11"
     assert [r.state for r in a.journal.rows(owner("uid-1"))] == [BOUND]
+    # The retry asks nothing once the watch has delivered the create (until then
+    # one GET decides, by design): wait for it, the client may be quicker.
+    wait_until(
+        lambda: any(v.get("events", 0) + v.get("list_objects", 0) for v in a.view_states()),
+        "the node's watch shows the new IPAddress",
+    )
     kube.reset_calls()
     assert a.allocate(owner("uid-1"), [RANGE], claim=claim) == got
     assert a.allocate(owner("uid-1"), [RANGE], claim=ClaimReference("uid-1")) == got

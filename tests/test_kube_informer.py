@@ -102,13 +102,14 @@ def test_list_objects_follows_pages_and_returns_the_version(
 
 def test_a_line_over_the_cap_is_refused_and_lines_are_split_across_chunks() -> None:
     class Body:
-        extensions: dict[str, Any] = {}
-
         def __init__(self, chunks: list[bytes]) -> None:
             self.chunks = chunks
 
         def iter_bytes(self) -> Iterator[bytes]:
             yield from self.chunks
+
+        def shutdown(self) -> None:
+            self.chunks = []
 
     lines = LineStream(Body([b'{"a":', b'1}\n\n{"b"', b":2}\n{", b'"c":3}']), 64, "watch x")
     assert list(lines.lines()) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']

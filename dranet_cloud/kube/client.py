@@ -1,15 +1,18 @@
-"""A small, bounded Kubernetes API client on lightkube.
+"""A small, bounded Kubernetes API client: lightkube's configuration, lean HTTP/1.1.
 
-Why a facade rather than lightkube everywhere: the callers need three reads
-(a ResourceClaim by namespace/name, every ResourceClaim, a Node), and each of
-them must have an end-to-end deadline, a response-size cap and an error that
-says what to fix.  lightkube brings the hard parts that must match kubectl
-(kubeconfig parsing, in-cluster service-account config with token rotation,
-TLS, pagination); this module adds the bounds:
+Why a facade rather than lightkube everywhere: the callers need a few reads
+and writes (ResourceClaims, Nodes, IPAddresses, Leases, lists and watches),
+and each of them must have an end-to-end deadline, a response-size cap and an
+error that says what to fix.  lightkube brings the parts that must match
+kubectl: kubeconfig parsing, in-cluster service-account config, the TLS
+context, and the authentication (a token, a token file re-read on 401, an
+exec plugin re-run on 401, basic auth).  The requests themselves go over
+:mod:`.wire`, plain sockets speaking HTTP/1.1, because lightkube's httpx2
+stack cost a node most of its CPU per allocation; this module adds:
 
 * the bounds every HTTP client here shares (:mod:`dranet_cloud.httpdeadline`):
-  every socket call ends by the call's deadline, and a transport wrapper reads
-  each body under a byte cap and the same deadline before lightkube sees it;
+  every connect, send and read ends by the call's deadline, every body is
+  read under a byte cap, a watch's every read under its read timeout;
 * a complete-list guarantee: :meth:`KubeClient.list_resource_claims` follows
   ``continue`` to the end, starts again on ``410 Expired`` a bounded number of
   times and raises on anything else, so a caller never mistakes a partial
@@ -29,22 +32,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ProviderUnavailable
-from ..httpdeadline import (
-    DEADLINE_PASSED,
-    BodyTooLarge,
-    bound,
-    describe_transport_error,
-    read_capped,
-    time_left,
-    within,
-)
+from ..httpdeadline import BodyTooLarge, within
 from ..logsafe import safe
 from .ipaddress import (
     IPADDRESSES_PATH,
@@ -58,10 +52,9 @@ from .ipaddress import (
 )
 from .objects import metadata_string
 from .stream import LineStream
+from .wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
 
 if TYPE_CHECKING:
-    import httpx2
-    from lightkube import Client
     from lightkube.config.kubeconfig import SingleConfig
 
 __all__ = [
@@ -93,7 +86,8 @@ DEFAULT_TIMEOUT = 10.0  # seconds for one whole call (every page of a list inclu
 DEFAULT_MAX_BYTES = 16 << 20  # per response; a page of 500 claims is far below
 DEFAULT_PAGE_SIZE = 500
 MAX_LIST_RESTARTS = 3  # new lists after 410 Expired before giving up
-RESOURCE_CLAIMS = "resourceclaims.resource.k8s.io/v1"
+RESOURCE_CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+NODES_PATH = "/api/v1/nodes"
 KUBE_SYSTEM_PATH = "/api/v1/namespaces/kube-system"
 _IPADDRESSES = "ipaddresses.networking.k8s.io"
 LEASES_GROUP = "/apis/coordination.k8s.io/v1"
@@ -190,44 +184,47 @@ class ClaimListing:
         return frozenset(c.uid for c in self.claims)
 
 
-def _bounded_transport(inner: httpx2.BaseTransport, max_bytes: int) -> httpx2.BaseTransport:
-    """Wrap ``inner`` (made with :func:`~dranet_cloud.httpdeadline.bound`) so each answer
-    is read whole, under ``max_bytes`` and the call's deadline, before lightkube sees it.
+class _StatusAnswer(Exception):
+    """An error answer that is a Kubernetes ``Status``: what :meth:`KubeClient._deadline`
+    words (code, reason, message, ``details.name`` and ``details.causes``)."""
 
-    The body is read here, below lightkube, because lightkube reads answers itself.
-    """
-    import httpx2
+    def __init__(self, http_status: int, doc: dict[str, Any]) -> None:
+        super().__init__(f"HTTP {http_status}")
+        code = doc.get("code")
+        self.code: int = code if isinstance(code, int) and code else http_status
+        reason, message = doc.get("reason"), doc.get("message")
+        self.reason: str = reason if isinstance(reason, str) else ""
+        self.message: str = message if isinstance(message, str) else ""
+        details = doc.get("details")
+        self.has_details = isinstance(details, dict)
+        found = details if isinstance(details, dict) else {}
+        name = found.get("name")
+        self.name: str | None = name if isinstance(name, str) else None
+        causes = found.get("causes")
+        self.causes: list[dict[str, Any]] = (
+            [c for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
+        )
 
-    class Bounded(httpx2.BaseTransport):
-        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            left = time_left()
-            if left is not None:
-                if left <= 0:
-                    raise httpx2.TimeoutException(DEADLINE_PASSED, request=request)
-                # Socket calls are clamped by the bound backend; a wait for a
-                # pooled connection is not a socket call.
-                timeouts = dict(request.extensions.get("timeout") or {})
-                pool = timeouts.get("pool")
-                timeouts["pool"] = left if pool is None else min(float(pool), left)
-                request.extensions["timeout"] = timeouts
-            response = inner.handle_request(request)
-            response.request = request
-            try:
-                content = read_capped(response, max_bytes, raw=True)
-            finally:
-                response.close()
-            return httpx2.Response(
-                response.status_code,
-                headers=response.headers,
-                content=content,
-                extensions=response.extensions,
-                request=request,
-            )
 
-        def close(self) -> None:
-            inner.close()
+class _PlainAnswer(Exception):
+    """An error answer that is no Status (a proxy's page, a load balancer's 502)."""
 
-    return Bounded()
+    def __init__(self, http_status: int) -> None:
+        super().__init__(f"HTTP {http_status}")
+        self.code = http_status
+
+
+def _answer_error(answer: Answer) -> Exception:
+    """The exception for a non-2xx ``answer``: a Status, or a page that is none."""
+    import msgspec
+
+    try:
+        doc = msgspec.json.decode(answer.body)
+    except msgspec.DecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("kind") == "Status":
+        return _StatusAnswer(answer.status, doc)
+    return _PlainAnswer(answer.status)
 
 
 def _in_cluster_available(sa_dir: str) -> bool:
@@ -315,9 +312,8 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
-        import httpx2
-        from lightkube import Client
-        from lightkube.config.client_adapter import verify_cluster
+        from lightkube.config.client_adapter import user_auth, verify_cluster
+        from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
@@ -335,26 +331,23 @@ class KubeClient:
             tls = verify_cluster(config.cluster, config.user, config.abs_file, trust_env=False)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"kubernetes: bad TLS settings in {self.source}: {exc}") from exc
-        inner = bound(httpx2.HTTPTransport(verify=tls))
-        self._client: Client = Client(
-            config,
-            timeout=httpx2.Timeout(timeout),
-            trust_env=False,
-            transport=_bounded_transport(inner, max_bytes),
-        )
+        try:
+            auth = user_auth(config.user)
+        except LightkubeConfigError as exc:
+            raise ConfigError(f"kubernetes: {self.source}: {exc}") from exc
+        try:
+            endpoint = Endpoint(config.cluster.server, tls)
+        except ValueError as exc:
+            raise ConfigError(f"kubernetes: {self.source}: {exc}") from exc
         self._server: str = config.cluster.server
         self._tls = tls
-        self._streams: httpx2.Client | None = None  # made by the first stream
-        self._streams_lock = threading.Lock()
+        self._wire = Wire(endpoint, auth, timeout)
 
     # --- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
-        self._client.close()
-        with self._streams_lock:
-            streams, self._streams = self._streams, None
-        if streams is not None:
-            streams.close()
+        """Close the idle connections (a stream's own ends with its block)."""
+        self._wire.close()
 
     def __enter__(self) -> KubeClient:
         return self
@@ -371,12 +364,11 @@ class KubeClient:
         self, namespace: str, name: str, *, deadline: float | None = None
     ) -> ClaimIdentity | None:
         """The claim now stored under ``namespace/name``, ``None`` when the API answers 404."""
-        from lightkube.resources.resource_v1 import ResourceClaim
-
         what = f"GET resourceclaim {namespace}/{name}"
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
         try:
             with self._deadline(deadline, what):
-                obj = self._client.get(ResourceClaim, name, namespace=namespace)
+                obj = self._request("GET", path)
         except KubeNotFound as exc:
             # Only the API server's NotFound naming this claim proves it gone; a
             # bare 404 (resource.k8s.io/v1 not served, a proxy) would free every
@@ -404,14 +396,11 @@ class KubeClient:
         snapshot behind the continue token is gone) starts a new list, at
         most ``max_restarts`` times.
         """
-        from lightkube.core.generic_client import ALL_NS
-        from lightkube.resources.resource_v1 import ResourceClaim
-
         what = "LIST resourceclaims in all namespaces"
 
         def attempt() -> tuple[tuple[ClaimIdentity, ...], float]:
             started = time.time()
-            items = self._client.list(ResourceClaim, namespace=ALL_NS, chunk_size=page_size)
+            items, _ = self._pages(RESOURCE_CLAIMS_PATH, {}, "", None, page_size)
             return tuple(_identity(obj, what) for obj in items), started
 
         (claims, started), restarts = self._restarting(what, deadline, max_restarts, attempt)
@@ -422,13 +411,9 @@ class KubeClient:
 
         Raises :class:`KubeNotFound` when there is no such node.
         """
-        from lightkube.resources.core_v1 import Node
-
         what = f"GET node {name}"
         with self._deadline(deadline, what):
-            obj = self._client.get(Node, name)
-        doc: dict[str, Any] = obj.to_dict()
-        return doc
+            return _json_object(self._request("GET", f"{NODES_PATH}/{name}"), "Node")
 
     def cluster_uid(self, *, deadline: float | None = None) -> str:
         """The ``kube-system`` Namespace's UID: the identity of the cluster this client reaches.
@@ -476,33 +461,44 @@ class KubeClient:
         headers = {"Accept": METADATA_LIST_ACCEPT} if metadata_only else None
 
         def attempt() -> tuple[list[dict[str, Any]], str]:
-            items: list[dict[str, Any]] = []
-            token = ""
-            seen: set[str] = set()
-            while True:
-                params = {"limit": str(page_size)}
-                params.update({k: v for k, v in selectors.items() if v})
-                if token:
-                    params["continue"] = token
-                elif resource_version:
-                    params["resourceVersion"] = resource_version
-                page = self._request("GET", path, params=params, headers=headers)
-                if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
-                    raise ValueError("the answer is not a list of objects")
-                meta = page.get("metadata") or {}
-                items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-                token = str(meta.get("continue") or "")
-                if not token:
-                    rv = meta.get("resourceVersion")
-                    if not isinstance(rv, str) or not rv:
-                        raise ValueError("the list has no metadata.resourceVersion")
-                    return items, rv
-                if token in seen:
-                    raise ValueError("the API gave a continue token twice; its pages never end")
-                seen.add(token)
+            return self._pages(path, selectors, resource_version, headers, page_size)
 
         found, _ = self._restarting(what, deadline, max_restarts, attempt, needs=needs)
         return found
+
+    def _pages(
+        self,
+        path: str,
+        selectors: Mapping[str, str],
+        resource_version: str,
+        headers: Mapping[str, str] | None,
+        page_size: int,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every page of one list (no restart): the items and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        seen: set[str] = set()
+        while True:
+            params = {"limit": str(page_size)}
+            params.update({k: v for k, v in selectors.items() if v})
+            if token:
+                params["continue"] = token
+            elif resource_version:
+                params["resourceVersion"] = resource_version
+            page = self._request("GET", path, params=params, headers=headers)
+            if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+                raise ValueError("the answer is not a list of objects")
+            meta = page.get("metadata") or {}
+            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+            token = str(meta.get("continue") or "")
+            if not token:
+                rv = meta.get("resourceVersion")
+                if not isinstance(rv, str) or not rv:
+                    raise ValueError("the list has no metadata.resourceVersion")
+                return items, rv
+            if token in seen:
+                raise ValueError("the API gave a continue token twice; its pages never end")
+            seen.add(token)
 
     @contextlib.contextmanager
     def open_stream(
@@ -526,53 +522,23 @@ class KubeClient:
         naming ``what``; an error answer is read (capped) and reported like
         any other call's.
         """
-        import httpx2
-        from lightkube import ApiError
-
-        http = self._stream_client()
-        headers = {"Accept": METADATA_ACCEPT if metadata_only else "application/json"}
-        timeout = httpx2.Timeout(self.timeout, read=read_timeout)
-        with (
-            self._deadline(deadline, what, needs=needs),
-            http.stream("GET", path, params=dict(params), headers=headers, timeout=timeout) as r,
-        ):
-            if not r.is_success:
-                content = read_capped(r, MAX_ERROR_BYTES)
-                answer = httpx2.Response(
-                    r.status_code, headers=r.headers, content=content, request=r.request
-                )
-                if _is_status(content):
-                    raise ApiError(request=r.request, response=answer)
-                answer.raise_for_status()
-            yield LineStream(r, max_line_bytes, what)
-
-    def _stream_client(self) -> httpx2.Client:
-        """The httpx2 client for streams: lightkube's base URL, auth and TLS, its own pool
-        (whole bodies are read below lightkube's client, a stream must not be).
-
-        No connection is kept alive for reuse: a stream ends by a timeout, a cut
-        or an abort (a socket shut down from another thread), and a connection
-        handed to the next watch after that is one the server may already have
-        closed ("closed without an answer").  Each watch opens its own; their
-        number is the number of informers, so the pool needs no cap of its own.
-        """
-        import httpx2
-
-        with self._streams_lock:
-            if self._streams is None:
-                lightkube_http: httpx2.Client = self._client._client._client
-                self._streams = httpx2.Client(
-                    base_url=self._server,
-                    auth=lightkube_http.auth,
-                    trust_env=False,
-                    transport=bound(
-                        httpx2.HTTPTransport(
-                            verify=self._tls,
-                            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=0),
-                        )
-                    ),
-                )
-            return self._streams
+        accept = METADATA_ACCEPT if metadata_only else "application/json"
+        until = time.monotonic() + max(0.0, deadline)
+        with self._deadline(deadline, what, until=until, needs=needs):
+            answer = self._wire.open_stream(
+                path,
+                params=params,
+                accept=accept,
+                read_timeout=read_timeout,
+                until=until,
+                error_limit=MAX_ERROR_BYTES,
+            )
+            if isinstance(answer, Answer):
+                raise _answer_error(answer)
+            try:
+                yield LineStream(answer, max_line_bytes, what)
+            finally:
+                answer.close()
 
     # --- pods and leases ---------------------------------------------------------------
 
@@ -804,32 +770,25 @@ class KubeClient:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """One request on lightkube's connection (its auth, TLS and base URL); the JSON answer.
+        """One request on the client's pooled connections (its auth, TLS and server URL);
+        the decoded JSON answer.
 
-        For what lightkube's typed calls cannot say (DeleteOptions bodies,
-        selector text) and to read objects leniently.  Errors are raised as
-        lightkube does (``ApiError`` for a Status), inside :meth:`_deadline`.
+        Objects are read leniently (as JSON, not lightkube's models).  An error
+        answer is raised as :class:`_StatusAnswer` or :class:`_PlainAnswer`, for
+        :meth:`_deadline` to word.
         """
         import msgspec
-        from lightkube import ApiError
 
-        http: httpx2.Client = self._client._client._client
-        content = None if body is None else msgspec.json.encode(body)
-        sent = {"Accept": "application/json", **(headers or {})}
-        if content is not None:
-            sent["Content-Type"] = "application/json"
-        response = http.request(
-            method, path, params=dict(params or {}), content=content, headers=sent
+        accept = (
+            "application/json" if headers is None else headers.get("Accept", "application/json")
         )
-        if not response.is_success:
-            try:
-                doc = msgspec.json.decode(response.content)
-            except msgspec.DecodeError:
-                doc = None
-            if isinstance(doc, dict) and doc.get("kind") == "Status":
-                raise ApiError(request=response.request, response=response)
-            response.raise_for_status()  # an answer that is no Status (a proxy's page)
-        return msgspec.json.decode(response.content)
+        content = None if body is None else msgspec.json.encode(body)
+        answer = self._wire.request(
+            method, path, params=params, body=content, accept=accept, limit=self.max_bytes
+        )
+        if not 200 <= answer.status < 300:
+            raise _answer_error(answer)
+        return msgspec.json.decode(answer.body)
 
     @contextlib.contextmanager
     def _deadline(
@@ -845,55 +804,48 @@ class KubeClient:
         ``until`` (``time.monotonic()``) continues an earlier deadline;
         ``needs`` is the permission the call needs, named when the API answers 403.
         """
-        import httpx2
         import msgspec
-        from lightkube import ApiError
 
         budget = self.timeout if seconds is None else seconds
         try:
             with within(budget, until=until):
                 yield
-        except ApiError as exc:
-            code = exc.status.code or exc.response.status_code
-            reason = exc.status.reason or ""
-            message = safe(exc.status.message or "", 400)
+        except _StatusAnswer as exc:
+            code, reason = exc.code, exc.reason
             message_text = (
-                f"kubernetes: {what} answered {code} {reason}: {message} ({self.source})"
-                + _fix_for(code, what, needs)
+                f"kubernetes: {what} answered {code} {reason}: {safe(exc.message, 400)} "
+                f"({self.source})" + _fix_for(code, what, needs)
             )
-            details = exc.status.details
             if code == 404:
-                named = details.name if details and reason == "NotFound" else None
+                named = exc.name if exc.has_details and reason == "NotFound" else None
                 raise KubeNotFound(message_text, code, named) from exc
             if code == 409:
                 conflict = KubeAlreadyExists if reason == "AlreadyExists" else KubeConflict
-                raise conflict(message_text, code, details.name if details else None) from exc
+                raise conflict(message_text, code, exc.name) from exc
             if code == 422:
-                causes = (
-                    tuple(safe(f"{c.field}: {c.message}", 200) for c in (details.causes or []))
-                    if details
-                    else ()
+                causes = tuple(
+                    safe(f"{c.get('field')}: {c.get('message')}", 200) for c in exc.causes
                 )
                 raise KubeInvalid(message_text, code, causes) from exc
             raise KubeError(message_text, code) from exc
-        except httpx2.HTTPStatusError as exc:
-            code = exc.response.status_code
+        except _PlainAnswer as exc:
+            code = exc.code
             cls = KubeNotFound if code == 404 else KubeError
             raise cls(
                 f"kubernetes: {what} answered {code} without a Status object "
                 f"({self.source})" + _fix_for(code, what, needs),
                 code,
             ) from exc
-        except httpx2.TimeoutException as exc:
+        except WireTimeout as exc:
             raise KubeError(
                 f"kubernetes: {what} did not finish within {budget:g} s ({self.source}); "
                 "is the API server reachable and healthy?"
             ) from exc
-        except BodyTooLarge as exc:
+        except (BodyTooLarge, HeadTooLarge) as exc:
             raise KubeError(f"kubernetes: {what} {exc.detail} ({self.source})") from exc
-        except httpx2.HTTPError as exc:
+        except WireError as exc:
             raise KubeError(
-                f"kubernetes: {what} failed: {describe_transport_error(exc)} ({self.source}); "
+                f"kubernetes: {what} failed: {exc.reason} ({self.source}); "
                 "is the API server reachable?"
             ) from exc
         except (msgspec.MsgspecError, ValueError, TypeError) as exc:
@@ -917,22 +869,11 @@ def _json_object(doc: Any, kind: str) -> dict[str, Any]:
     return doc
 
 
-def _is_status(content: bytes) -> bool:
-    import msgspec
-
-    try:
-        doc = msgspec.json.decode(content)
-    except msgspec.DecodeError:
-        return False
-    return isinstance(doc, dict) and doc.get("kind") == "Status"
-
-
 def _identity(obj: Any, what: str) -> ClaimIdentity:
     """Namespace, name and UID of a decoded claim; a claim without them is a bad answer."""
-    meta = getattr(obj, "metadata", None)
-    namespace = getattr(meta, "namespace", None)
-    name = getattr(meta, "name", None)
-    uid = getattr(meta, "uid", None)
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    found = meta if isinstance(meta, dict) else {}
+    namespace, name, uid = found.get("namespace"), found.get("name"), found.get("uid")
     if not (namespace and name and uid):
         raise KubeError(
             f"kubernetes: {what} answered a claim without metadata.namespace/name/uid "

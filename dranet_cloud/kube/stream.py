@@ -1,7 +1,7 @@
 """One open streaming answer of the API server (a watch): its lines, each capped.
 
-Why not httpx's ``iter_lines``: it keeps a line for as long as the peer
-sends bytes without a newline, so one broken or hostile stream could fill the
+Why a cap of its own: a reader that keeps a line for as long as the peer
+sends bytes without a newline lets one broken or hostile stream fill the
 memory.  :class:`LineStream` refuses a line longer than its cap with
 :class:`LineTooLong` (the caller drops the stream and starts a new one).
 
@@ -9,22 +9,31 @@ Why :meth:`LineStream.abort`: a watch is mostly waiting in a socket read,
 and closing a socket from another thread does not wake a ``recv`` blocked on
 it on Linux.  ``shutdown()`` does: the read returns at once (end of stream),
 so an informer's ``stop()`` ends in bounded time whatever the server does.
+The body comes from a :class:`ByteSource` (the client's
+:class:`~dranet_cloud.kube.wire.StreamAnswer`), which does the shutting down.
 
 Importing this module imports neither httpx2 nor lightkube.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Protocol
 
-log = logging.getLogger(__name__)
+__all__ = ["ByteSource", "LineStream", "LineTooLong"]
 
-__all__ = ["LineStream", "LineTooLong"]
+
+class ByteSource(Protocol):
+    """A streamed body: its bytes in pieces as they arrive, and a way to end it."""
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body's pieces; ends (without an error) once :meth:`shutdown` was called."""
+        ...
+
+    def shutdown(self) -> None:
+        """Make a read blocked in :meth:`iter_bytes` return at once; any thread may call it."""
+        ...
 
 
 class LineTooLong(Exception):
@@ -40,14 +49,14 @@ class LineTooLong(Exception):
 
 
 class LineStream:
-    """The lines of one streamed answer (``httpx2.Response`` opened with ``stream``).
+    """The lines of one streamed answer.
 
     Iterate :meth:`lines` on one thread; :meth:`abort` may be called from
     any other thread and makes a blocked read return.
     """
 
-    def __init__(self, response: Any, max_line_bytes: int, what: str) -> None:
-        self._response = response
+    def __init__(self, source: ByteSource, max_line_bytes: int, what: str) -> None:
+        self._source = source
         self._cap = max_line_bytes
         self._what = what
         self._aborted = threading.Event()
@@ -59,9 +68,18 @@ class LineStream:
     def lines(self) -> Iterator[bytes]:
         """Each non-empty line of the body without its newline; raises :class:`LineTooLong`."""
         buf = bytearray()
-        for chunk in self._response.iter_bytes():
+        cap = self._cap
+        for chunk in self._source.iter_bytes():
             if self._aborted.is_set():
                 return
+            if not buf and chunk.find(b"\n") == len(chunk) - 1:
+                # The usual piece: one whole line (a watch event per chunk).
+                if len(chunk) - 1 > cap:
+                    self._too_long(chunk[:512])
+                line = chunk[:-1]
+                if line and not line.isspace():
+                    yield line
+                continue
             start = 0
             while True:
                 end = chunk.find(b"\n", start)
@@ -94,22 +112,7 @@ class LineStream:
         )
 
     def abort(self) -> None:
-        """End the stream from any thread: shut the socket down so a blocked read returns."""
+        """End the stream from any thread: the source's socket is shut down, so a blocked
+        read returns and :meth:`lines` ends."""
         self._aborted.set()
-        stream = self._response.extensions.get("network_stream")
-        sock = None
-        if stream is not None:
-            try:
-                sock = stream.get_extra_info("socket")
-            except Exception:  # pragma: no cover - a transport without the extra
-                sock = None
-        if sock is not None:
-            # OSError: already closed, the reader is on its way out.
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            return
-        # No socket to shut down: closing the response is the next best thing.
-        try:  # pragma: no cover - every transport here has a socket
-            self._response.close()
-        except Exception as exc:  # pragma: no cover
-            log.debug("kubernetes: closing %s: %s", self._what, exc)
+        self._source.shutdown()
