@@ -231,6 +231,23 @@ def test_label_selectors(selector: str, matching: set[str]) -> None:
     assert {name for name, have in labels.items() if parsed.matches(have)} == matching
 
 
+@pytest.mark.parametrize(
+    ("selector", "sets"),
+    [
+        ("", []),
+        ("role=web,tier!=1", [("role", {"web"})]),
+        ("role in (web, db),tier", [("role", {"web", "db"})]),
+        ("role notin (web),tier>1,!x", []),
+        ("a==1,b in (2)", [("a", {"1"}), ("b", {"2"})]),
+    ],
+)
+def test_label_selectors_expose_the_values_they_accept(
+    selector: str, sets: list[tuple[str, set[str]]]
+) -> None:
+    """What the watch fan-out indexes: the requirements that name every value they match."""
+    assert [(k, set(v)) for k, v in LabelSelector(selector).sets] == sets
+
+
 @pytest.mark.parametrize("selector", ["a=b,", "a in b", "a=(b)", "a>b", "=b", "a b"])
 def test_bad_label_selectors_are_refused(selector: str) -> None:
     with pytest.raises(SelectorError):

@@ -80,7 +80,7 @@ from .kube_resources import (
     verb_of,
 )
 from .kube_rules import FieldSelector, LabelSelector, SelectorError, ip_address_causes
-from .kube_watch import MAX_WATCH_SECONDS, Watcher, WatchEvent, WatchExpired, WatchHub, error_line
+from .kube_watch import MAX_WATCH_SECONDS, WatchEvent, WatchExpired, WatchHub, error_line
 from .messages import Request, Response
 
 __all__ = [
@@ -1114,7 +1114,7 @@ class KubernetesEmulator:
         for e in replay:  # events are immutable: filtered and encoded outside the lock
             seen = w.view(e)
             if seen is not None:
-                first.append((seen[0], self._encode_event(w, seen[0], e, seen[1])))
+                first.append((seen[0], _encode_event(e, seen[1], meta_only)))
 
         def bookmark() -> str:  # runs under the lock
             kind, api_version = (
@@ -1133,24 +1133,13 @@ class KubernetesEmulator:
         stream = self._hub.stream(
             w,
             first,
-            encode=self._encode_event,
+            encode=_encode_event,
             bookmark=bookmark if bookmarks else None,
             bookmark_interval=self.bookmark_interval,
             timeout=timeout,
             count=lambda n: self._count_objects(resource, "watch", n),
         )
         return Response(200, "", {}, "application/json", stream=stream)
-
-    @staticmethod
-    def _encode_event(w: Watcher, kind: str, e: WatchEvent, use_prev: bool) -> str:
-        """An event's object as this watch sees it (no lock needed: events are immutable)."""
-        if use_prev and e.prev is not None:
-            obj: Mapping[str, Any] = {
-                **e.prev,
-                "metadata": {**e.prev.get("metadata", {}), "resourceVersion": str(e.rv)},
-            }
-            return _partial_json(obj) if w.metadata_only else json.dumps(obj)
-        return _partial_json(e.obj) if w.metadata_only else e.json
 
     def _body(self, request: Request) -> dict[str, Any] | Response:
         try:
@@ -1363,6 +1352,17 @@ class KubernetesEmulator:
             "details": details,
         }
         return Response(200, json.dumps(done), {}, "application/json")
+
+
+def _encode_event(e: WatchEvent, use_prev: bool, metadata_only: bool) -> str:
+    """An event's object as a watch sees it (no lock needed: events are immutable)."""
+    if use_prev and e.prev is not None:
+        obj: Mapping[str, Any] = {
+            **e.prev,
+            "metadata": {**e.prev.get("metadata", {}), "resourceVersion": str(e.rv)},
+        }
+        return _partial_json(obj) if metadata_only else json.dumps(obj)
+    return _partial_json(e.obj) if metadata_only else e.json
 
 
 def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
