@@ -244,6 +244,11 @@ class KubernetesEmulator:
         # when stored: gets and list pages are joined from these strings.
         self._items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
         self._meta_items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
+        # (label key, value) -> the keys of the objects carrying it: a list or
+        # watch with ``k=v`` or ``k in (...)`` reads these instead of every object.
+        self._by_label: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {
+            r: {} for r in RESOURCES
+        }
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[str]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
@@ -354,7 +359,13 @@ class KubernetesEmulator:
         return str(self._rv)
 
     def _store(self, resource: str, key: tuple[str, str], doc: dict[str, Any]) -> None:
-        """Keep ``doc`` and its list-item JSON (the caller holds the lock)."""
+        """Keep ``doc``, its label index entries and list-item JSON (the caller holds the lock)."""
+        old = self._objects[resource].get(key)
+        if old is not None:
+            self._unindex(resource, key, old)
+        by_label = self._by_label[resource]
+        for label in (doc["metadata"].get("labels") or {}).items():
+            by_label.setdefault(label, set()).add(key)
         self._objects[resource][key] = doc
         self._items[resource][key] = json.dumps(
             {k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}
@@ -364,7 +375,49 @@ class KubernetesEmulator:
     def _drop(self, resource: str, key: tuple[str, str]) -> dict[str, Any] | None:
         self._items[resource].pop(key, None)
         self._meta_items[resource].pop(key, None)
-        return self._objects[resource].pop(key, None)
+        old = self._objects[resource].pop(key, None)
+        if old is not None:
+            self._unindex(resource, key, old)
+        return old
+
+    def _unindex(self, resource: str, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
+        by_label = self._by_label[resource]
+        for label in (doc["metadata"].get("labels") or {}).items():
+            keys = by_label.get(label)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del by_label[label]
+
+    def _selected(
+        self, resource: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
+    ) -> list[tuple[str, str]]:
+        """The sorted keys of the objects a list or watch selects (the caller holds the lock).
+
+        With a ``k=v`` or ``k in (...)`` requirement only the objects carrying
+        one of its values are looked at (a node lists the few blocks it uses
+        out of a cluster's thousands of addresses); the selectors still decide.
+        """
+        objects = self._objects[resource]
+        if labels.sets:
+            label, values = min(labels.sets, key=lambda kv: len(kv[1]))
+            by_label = self._by_label[resource]
+            keys: Iterable[tuple[str, str]] = {
+                k for v in values for k in by_label.get((label, v), ())
+            }
+        else:
+            keys = objects
+        found = []
+        for key in keys:
+            obj = objects[key]
+            if (
+                (namespace is None or key[0] == namespace)
+                and labels.matches(obj["metadata"].get("labels") or {})
+                and fields.matches(obj)
+            ):
+                found.append(key)
+        found.sort()
+        return found
 
     def _object_json(self, resource: str, key: tuple[str, str]) -> str | None:
         """The stored object as the API answers a get, ``None`` when absent."""
@@ -1031,10 +1084,7 @@ class KubernetesEmulator:
                 items_json = self._items[resource]
                 snapshot = [
                     self._meta_json(resource, key) or "{}" if meta_only else items_json[key]
-                    for key, obj in sorted(self._objects[resource].items())
-                    if (namespace is None or key[0] == namespace)
-                    and labels.matches(obj["metadata"].get("labels") or {})
-                    and fields.matches(obj)
+                    for key in self._selected(resource, namespace, labels, fields)
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
@@ -1100,14 +1150,13 @@ class KubernetesEmulator:
                     metadata_only=meta_only,
                 )
                 if since is None:
-                    for key, obj in sorted(self._objects[resource].items()):
-                        if w.matches(obj):
-                            body = (
-                                self._meta_json(resource, key)
-                                if meta_only
-                                else self._object_json(resource, key)
-                            )
-                            first.append(("ADDED", body or "{}"))
+                    for key in self._selected(resource, namespace, labels, fields):
+                        body = (
+                            self._meta_json(resource, key)
+                            if meta_only
+                            else self._object_json(resource, key)
+                        )
+                        first.append(("ADDED", body or "{}"))
         if expired:
             status = status_object(410, expired, reason="Expired")
             return Response(200, "", {}, "application/json", stream=iter([error_line(status)]))
