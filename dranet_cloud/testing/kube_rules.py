@@ -30,6 +30,7 @@ it carries.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
@@ -93,6 +94,7 @@ _NAME_CHARS = (
 MAX_ANNOTATION_BYTES = 256 * 1024
 
 
+@functools.lru_cache(maxsize=4096)  # every create repeats the same few keys
 def _key_problem(key: str) -> str | None:
     """Why ``key`` is not a qualified name (``[prefix/]name``), else ``None``."""
     prefix, slash, name = key.rpartition("/")

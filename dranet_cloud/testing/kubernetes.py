@@ -945,6 +945,8 @@ class KubernetesEmulator:
         self.emulator.faults.clear()
 
     def _planned_failure(self, request: Request, resource: str, verb: str) -> int | None:
+        if not self._planned:  # most requests: no lock taken (a plan added meanwhile is next)
+            return None
         has_continue = bool(request.arg("continue"))
         with self._lock:
             for plan in self._planned:
@@ -964,6 +966,8 @@ class KubernetesEmulator:
         return None
 
     def _reply_lost(self, resource: str, verb: str) -> bool:
+        if not self._lost:
+            return False
         with self._lock:
             for plan in self._lost:
                 if plan.verb == verb and plan.resource == resource:
