@@ -529,3 +529,83 @@ def test_emulator_headers_do_not_override_or_mutate_the_handlers(emu: Emulator) 
         r = c.get("/x")
     assert r.headers.get_list("Metadata-Flavor") == ["Custom"]
     assert shared.headers == {"metadata-flavor": "Custom"}
+
+
+# --- reading requests (the kit's own parser, with http.server's limits) -----------------
+
+
+def _exchange(emu: Emulator, raw: bytes) -> bytes:
+    """Send ``raw`` on a new connection; everything the server answers until it closes."""
+    host, port = emu.host_port.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_two_requests_on_one_connection_with_bodies_and_folded_headers(emu: Emulator) -> None:
+    answer = _exchange(
+        emu,
+        b"POST /one HTTP/1.1\r\nHost: x\r\nX-Thing: a\r\n  b\r\nContent-Length: 5\r\n\r\nhello"
+        b"PUT /two?q=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nTrailer: t\r\n\r\n"
+        b"GET //three HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    assert answer.count(b"HTTP/1.1 200 OK\r\n") == 3
+    first, second, third = (r.body for r in emu.log)
+    assert (first, second, third) == (b"hello", b"abcde", b"")
+    assert [r.path for r in emu.log] == ["/one", "/two", "/three"]
+    assert emu.log[0].headers["x-thing"] == "a b"  # an obsolete fold continues the value
+    assert emu.log[1].query == {"q": ["1"]}
+    assert len({r.connection for r in emu.log}) == 1
+
+
+def test_http_1_0_closes_unless_it_asks_for_keep_alive(emu: Emulator) -> None:
+    closed = _exchange(emu, b"GET /a HTTP/1.0\r\n\r\nGET /b HTTP/1.0\r\n\r\n")
+    assert closed.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in closed
+    kept = _exchange(
+        emu, b"GET /c HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /d HTTP/1.0\r\n\r\n"
+    )
+    assert kept.count(b"HTTP/1.1 200") == 2
+    assert [r.path for r in emu.log] == ["/a", "/c", "/d"]
+
+
+def test_expect_100_continue_is_answered_before_the_body(emu: Emulator) -> None:
+    answer = _exchange(
+        emu,
+        b"PUT /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+        b"Connection: close\r\n\r\nok",
+    )
+    assert answer.startswith(b"HTTP/1.1 100 Continue\r\n")
+    assert b"HTTP/1.1 200 OK" in answer and emu.log[0].body == b"ok"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET /x HTTP/1.1\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", b"431"),
+        (b"GET /x HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+        (b"GET /x HTTP/1.1\r\nno colon here\r\n\r\n", b"400"),
+        (b"GET /x HTTP/1.1\r\n folded first: x\r\n\r\n", b"400"),
+        (b"GET /x\r\n\r\n", b"400"),  # HTTP/0.9
+        (b"GET /x HTTP/one\r\n\r\n", b"400"),
+        (b"GET /x HTTP/2.0\r\n\r\n", b"505"),
+        (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"PUT /x HTTP/1.1\r\nContent-Length: ten\r\n\r\n", b"400"),
+        (b"PUT /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n", b"400"),
+        (b"PUT /x HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n", b"413"),
+        (b"PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"400"),
+        (b"PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n", b"413"),
+    ],
+)
+def test_a_request_over_the_limits_or_malformed_is_refused_and_closed(
+    emu: Emulator, raw: bytes, status: bytes
+) -> None:
+    answer = _exchange(emu, raw + b"GET /after HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 " + status + b" "), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1  # the connection closed: /after never ran
+    assert b"connection: close" in answer.lower()
+    assert emu.log == []  # the handler never saw it

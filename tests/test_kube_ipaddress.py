@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -229,6 +230,23 @@ def test_label_selectors(selector: str, matching: set[str]) -> None:
     }
     parsed = LabelSelector(selector)
     assert {name for name, have in labels.items() if parsed.matches(have)} == matching
+
+
+@pytest.mark.parametrize(
+    ("selector", "sets"),
+    [
+        ("", []),
+        ("role=web,tier!=1", [("role", {"web"})]),
+        ("role in (web, db),tier", [("role", {"web", "db"})]),
+        ("role notin (web),tier>1,!x", []),
+        ("a==1,b in (2)", [("a", {"1"}), ("b", {"2"})]),
+    ],
+)
+def test_label_selectors_expose_the_values_they_accept(
+    selector: str, sets: list[tuple[str, set[str]]]
+) -> None:
+    """What the watch fan-out indexes: the requirements that name every value they match."""
+    assert [(k, set(v)) for k, v in LabelSelector(selector).sets] == sets
 
 
 @pytest.mark.parametrize("selector", ["a=b,", "a in b", "a=(b)", "a>b", "=b", "a b"])
@@ -480,3 +498,41 @@ def test_emulate_flags_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
     for bad in ("-1", "nan", "x"):
         with pytest.raises(SystemExit):
             main(["emulate", "kubernetes", "--latency", bad])
+
+
+def test_selected_lists_and_watches_follow_label_changes(
+    kube: KubernetesEmulator, http: httpx.Client
+) -> None:
+    """Lists and watches with ``k=v``/``k in (...)`` read a label index: it must follow
+    every relabel, replacement and delete exactly as a scan of every object would."""
+    rng = random.Random(7)
+    blocks = ["a", "b", "c", None]
+    for step in range(300):
+        ip = f"10.0.0.{rng.randrange(40)}"
+        if rng.random() < 0.2:
+            kube.delete_ip_address(ip)
+            continue
+        block = rng.choice(blocks)
+        labels = {"block": block} if block else {}
+        if rng.random() < 0.5:
+            labels["team"] = rng.choice(["x", "y"])
+        # a new UID now and then: a replacement (DELETED + ADDED), else an update
+        kube.add_ip_address(ip, labels=labels, uid=f"u{step}" if rng.random() < 0.2 else None)
+    for selector in (
+        "block in (a,b)",
+        "block=c",
+        "block in (c),team=x",
+        "team in (y),block notin (a)",
+        "block in (zz)",
+        "",
+    ):
+        want = [o["metadata"]["name"] for o in kube.ip_addresses(selector)]
+        listed = http.get(PATH, params={"labelSelector": selector}).json()["items"]
+        assert [o["metadata"]["name"] for o in listed] == sorted(want), selector
+        answer = http.get(
+            PATH, params={"watch": "true", "labelSelector": selector, "timeoutSeconds": "0"}
+        )
+        added = [
+            json.loads(line)["object"]["metadata"]["name"] for line in answer.iter_lines() if line
+        ]
+        assert added == sorted(want), selector

@@ -482,3 +482,132 @@ def test_fan_out_touches_only_the_buckets_an_event_names() -> None:
         for w in (*per_node.values(), everyone, nodes):
             hub.close(w)
         assert hub.open_counts() == {} and not hub._dims["pods"]
+
+
+def test_a_set_selector_watch_is_filed_under_each_of_its_values() -> None:
+    """``block in (a,b)`` watchers are indexed per value: an event of block ``c``
+    never reaches them, and one that moves an object across their set is the
+    ADDED/DELETED the API server's watch cache sends."""
+    from dranet_cloud.testing.kube_rules import FieldSelector, LabelSelector
+    from dranet_cloud.testing.kube_watch import WatchEvent, WatchHub
+
+    hub = WatchHub(threading.Lock(), window=100, queue_limit=100)
+
+    def ip(block: str | None) -> dict[str, Any]:
+        labels = {"block": block} if block is not None else {}
+        return {"metadata": {"name": "10.0.0.1", "labels": labels}}
+
+    with hub.lock:
+        ab, c, other = (
+            hub.open(
+                "ipaddresses",
+                namespace=None,
+                labels=LabelSelector(text),
+                fields=FieldSelector(""),
+            )
+            for text in ("block in (a, b)", "block in (c),role", "block notin (a)")
+        )
+        buckets = hub._buckets["ipaddresses"]
+        assert set(buckets) == {("label", "block", v) for v in "abc"} | {None}
+        steps = [
+            WatchEvent("ADDED", "ipaddresses", "", "10.0.0.1", ip("a"), "{}", 1),
+            WatchEvent("MODIFIED", "ipaddresses", "", "10.0.0.1", ip("b"), "{}", 2, ip("a")),
+            WatchEvent("MODIFIED", "ipaddresses", "", "10.0.0.1", ip("c"), "{}", 3, ip("b")),
+            WatchEvent("MODIFIED", "ipaddresses", "", "10.0.0.1", ip(None), "{}", 4, ip("c")),
+            WatchEvent("MODIFIED", "ipaddresses", "", "10.0.0.1", ip("a"), "{}", 5, ip(None)),
+            WatchEvent("DELETED", "ipaddresses", "", "10.0.0.1", ip("a"), "{}", 6),
+        ]
+        reached = [set(hub._candidates(e, buckets)) for e in steps]
+        assert reached == [
+            {ab, other},
+            {ab, other},
+            {ab, c, other},  # b -> c
+            {c, other},  # c -> no label
+            {ab, other},
+            {ab, other},
+        ]
+        for e in steps:
+            hub.record(e)
+        seen = {w: [(k, e.rv, prev) for k, e, prev in w.queue] for w in (ab, c, other)}
+        assert seen[ab] == [
+            ("ADDED", 1, False),
+            ("MODIFIED", 2, False),
+            ("DELETED", 3, True),  # moved out of its set: its last state in it
+            ("ADDED", 5, False),
+            ("DELETED", 6, False),
+        ]
+        assert seen[c] == []  # "role" is required too: never matched
+        assert seen[other] == [
+            ("ADDED", 2, False),
+            ("MODIFIED", 3, False),
+            ("MODIFIED", 4, False),
+            ("DELETED", 5, True),
+        ]
+        for w in (ab, c, other):
+            hub.close(w)
+            hub.close(w)  # twice: a no-op
+        assert not hub._buckets["ipaddresses"] and not hub._dims["ipaddresses"]
+        assert hub.open_counts() == {}
+
+
+def test_a_set_selector_watch_over_http_sees_objects_enter_and_leave_its_set(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    kube, client = api
+    kube.add_ip_address("10.0.0.1", labels={"block": "a"})
+    rv = kube.resource_version
+    when_watching(
+        kube,
+        "ipaddresses",
+        lambda: kube.add_ip_address("10.0.0.2", labels={"block": "c"}),  # not its set
+        lambda: kube.add_ip_address("10.0.0.3", labels={"block": "b"}),
+        lambda: kube.add_ip_address("10.0.0.1", labels={"block": "c"}),  # leaves
+        lambda: kube.add_ip_address("10.0.0.2", labels={"block": "a"}),  # enters
+        lambda: kube.delete_ip_address("10.0.0.1"),  # not in the set any more
+        lambda: kube.delete_ip_address("10.0.0.3"),
+    )
+    events = watch(
+        client,
+        IP,
+        resourceVersion=rv,
+        labelSelector="block in (a,b)",
+        until=lambda e: len(e) == 4,
+    )
+    assert names(events) == [
+        ("ADDED", "10.0.0.3"),
+        ("DELETED", "10.0.0.1"),
+        ("ADDED", "10.0.0.2"),
+        ("DELETED", "10.0.0.3"),
+    ]
+    left = events[1]["object"]["metadata"]
+    assert left["labels"] == {"block": "a"}  # its last state in the set, at the move's RV
+    assert int(left["resourceVersion"]) > int(events[0]["object"]["metadata"]["resourceVersion"])
+    outside = watch(
+        client, IP, labelSelector="block in (x)", timeoutSeconds="1", allowWatchBookmarks="false"
+    )
+    assert outside == []  # nothing stored in block x: no ADDED, and the stream just ends
+
+
+def test_an_event_is_encoded_once_per_view_however_many_watch_it() -> None:
+    """Watchers of one event share its encoded line per (type, prev?, metadata?) view."""
+    from dranet_cloud.testing.kube_watch import WatchEvent, _event_line
+
+    calls: list[tuple[bool, bool]] = []
+
+    def encode(e: WatchEvent, use_prev: bool, metadata_only: bool) -> str:
+        calls.append((use_prev, metadata_only))
+        return json.dumps({"prev": use_prev, "meta": metadata_only, "rv": e.rv})
+
+    old = {"metadata": {"name": "p"}}
+    e = WatchEvent("MODIFIED", "pods", "ns", "p", {"metadata": {"name": "p"}}, "{}", 7, old)
+    views = [("MODIFIED", False, False), ("MODIFIED", False, True), ("DELETED", True, False)]
+    lines = [[_event_line(k, e, prev, meta, encode) for k, prev, meta in views] for _ in range(50)]
+    assert all(round_ == lines[0] for round_ in lines)
+    assert calls == [(False, False), (False, True), (True, False)]
+    decoded = [json.loads(line) for line in lines[0]]
+    assert decoded == [
+        {"type": "MODIFIED", "object": {"prev": False, "meta": False, "rv": 7}},
+        {"type": "MODIFIED", "object": {"prev": False, "meta": True, "rv": 7}},
+        {"type": "DELETED", "object": {"prev": True, "meta": False, "rv": 7}},
+    ]
+    assert all(line.endswith(b"\n") for line in lines[0])

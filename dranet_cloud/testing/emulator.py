@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -34,13 +35,29 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..logsafe import safe
 from .faults import Faults
 from .listen import UNIX_SCHEME, parse_listen
 from .messages import Handler, Headers, LoggedRequest, Request, Response, StreamAborted
 
-__all__ = ["Emulator"]
+__all__ = ["MAX_BODY_BYTES", "MAX_HEADERS", "MAX_LINE_BYTES", "Emulator"]
 
 log = logging.getLogger(__name__)
+
+# The request's limits: a longer request line is 414 (http.server's own
+# check), a longer header line or more header lines 431, a larger body 413.
+MAX_LINE_BYTES = 65536
+MAX_HEADERS = 100
+MAX_BODY_BYTES = 64 << 20
+_VERSION = re.compile(r"HTTP/(\d{1,10})\.(\d{1,10})")
+
+
+class _BadRequest(Exception):
+    """A request the emulator cannot read to its end; answered, then the connection closes."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -49,9 +66,78 @@ class _RequestHandler(BaseHTTPRequestHandler):
     # Idle keep-alive connections are closed after this long.
     timeout = 30.0
     serial = 0  # this connection's number, for the request log
+    raw_requestline = b""  # set by http.server before parse_request
+    request_headers: Headers
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s emulator: " + format, self.server.emulator.name, *args)
+        if log.isEnabledFor(logging.DEBUG):  # most runs: skip formatting every request
+            log.debug("%s emulator: %s", self.server.emulator.name, safe(format % args, limit=300))
+
+    def parse_request(self) -> bool:
+        """Read the request line and headers into ``command``, ``path``, ``request_headers``.
+
+        http.server parses headers with :mod:`email.parser`, which was the
+        largest part of a small request's CPU; this reads ``Name: value``
+        lines itself with the same limits (:data:`MAX_LINE_BYTES`,
+        :data:`MAX_HEADERS`: 431) and the same HTTP/1.1 rules (keep-alive
+        unless ``Connection: close`` or HTTP/1.0 without ``keep-alive``,
+        ``Expect: 100-continue``, 505 for HTTP/2+).  HTTP/0.9 (no version)
+        is a 400: no client of an emulator speaks it.
+        """
+        self.command = ""
+        self.request_version = "HTTP/1.0"  # an error answer has a status line
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        if not words:
+            return False
+        if len(words) != 3:
+            self.send_error(400, "Bad request syntax", "expected METHOD TARGET HTTP/1.x")
+            return False
+        method, target, version = words
+        m = _VERSION.fullmatch(version)
+        if m is None:
+            self.send_error(400, "Bad request version", "expected HTTP/1.0 or HTTP/1.1")
+            return False
+        number = (int(m.group(1)), int(m.group(2)))
+        if number >= (2, 0):
+            self.send_error(505, "Invalid HTTP version", "this server speaks HTTP/1.x")
+            return False
+        self.command, self.request_version = method, version
+        self.path = "/" + target.lstrip("/") if target.startswith("//") else target
+        pairs: list[tuple[str, str]] = []
+        lines = 0
+        while True:
+            raw = self.rfile.readline(MAX_LINE_BYTES + 1)
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            if len(raw) > MAX_LINE_BYTES:
+                self.send_error(
+                    431, "Line too long", f"a header line is over {MAX_LINE_BYTES} bytes"
+                )
+                return False
+            lines += 1
+            if lines > MAX_HEADERS:
+                self.send_error(431, "Too many headers", f"more than {MAX_HEADERS} header lines")
+                return False
+            line = raw.decode("iso-8859-1").rstrip("\r\n")
+            if line[0] in " \t" and pairs:  # an obsolete folded line: the value goes on
+                name, value = pairs[-1]
+                pairs[-1] = (name, f"{value} {line.strip()}")
+                continue
+            name, colon, value = line.partition(":")
+            if not colon or not name or name != name.strip():
+                self.send_error(400, "Bad header line", "expected Name: value")
+                return False
+            pairs.append((name, value.strip()))
+        self.request_headers = headers = Headers(pairs)
+        tokens = {t.strip() for t in headers.get("Connection", "").lower().split(",")}
+        self.close_connection = "close" in tokens or (
+            number < (1, 1) and "keep-alive" not in tokens
+        )
+        if number >= (1, 1) and headers.get("Expect", "").lower() == "100-continue":
+            return self.handle_expect_100()
+        return True
 
     def address_string(self) -> str:
         addr = self.client_address
@@ -70,31 +156,55 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.server.emulator._track(self.connection, False)
 
     def _read_body(self) -> bytes:
-        length = self.headers.get("Content-Length")
-        if length is not None:
-            return self.rfile.read(int(length)) if int(length) > 0 else b""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        """The body (chunked or ``Content-Length``), at most :data:`MAX_BODY_BYTES`."""
+        headers = self.request_headers
+        if "chunked" in headers.get("Transfer-Encoding", "").lower():
             parts: list[bytes] = []
+            total = 0
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                line = self.rfile.readline(MAX_LINE_BYTES + 1)
+                try:
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise _BadRequest(400, "a chunk size is not hexadecimal") from None
+                total += size
+                if total > MAX_BODY_BYTES:
+                    raise _BadRequest(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
                 if size == 0:
-                    while self.rfile.readline().strip():
-                        pass
-                    break
+                    for _ in range(MAX_HEADERS + 1):  # trailer lines, ignored
+                        if not self.rfile.readline(MAX_LINE_BYTES + 1).strip():
+                            break
+                    return b"".join(parts)
                 parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            return b"".join(parts)
-        return b""
+                self.rfile.readline(MAX_LINE_BYTES + 1)
+        length_text = headers.get("Content-Length")
+        if length_text is None:
+            return b""
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise _BadRequest(400, "Content-Length is not a number") from None
+        if length < 0:
+            raise _BadRequest(400, "Content-Length is negative")
+        if length > MAX_BODY_BYTES:
+            raise _BadRequest(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        return self.rfile.read(length) if length > 0 else b""
 
     def _handle(self) -> None:
         emu = self.server.emulator
         split = urlsplit(self.path)
+        try:
+            body = self._read_body()
+        except _BadRequest as exc:
+            self.close_connection = True  # the rest of the body is not read
+            self._write(Response(exc.status, f"{exc}\n"), head=False, chunked=False)
+            return
         request = Request(
             method=self.command,
             path=unquote(split.path) or "/",
             query=parse_qs(split.query, keep_blank_values=True),
-            headers=Headers(list(self.headers.items())),
-            body=self._read_body(),
+            headers=self.request_headers,
+            body=body,
         )
         decision = emu.faults.decide(request)
         if decision.delay:

@@ -21,12 +21,16 @@ Field selectors follow ``k8s.io/apimachinery/pkg/fields``: ``f=v``, ``f==v``,
 ``f!=v`` joined by commas, over the fields a resource supports
 (``metadata.name`` and ``metadata.namespace`` everywhere, ``spec.nodeName``
 and ``status.phase`` on Pods); another field is a 400, as the API server's
-"field label not supported".  Both selectors expose their equality
-requirements (``equalities``): the watch fan-out indexes watchers by one.
+"field label not supported".  Field selectors expose their equalities
+(``equalities``), label selectors their ``k=v`` and ``k in (...)``
+requirements as value sets (``sets``): the watch fan-out files a watcher
+under one of them, so that an event reaches only the watchers whose values
+it carries.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
@@ -90,6 +94,7 @@ _NAME_CHARS = (
 MAX_ANNOTATION_BYTES = 256 * 1024
 
 
+@functools.lru_cache(maxsize=4096)  # every create repeats the same few keys
 def _key_problem(key: str) -> str | None:
     """Why ``key`` is not a qualified name (``[prefix/]name``), else ``None``."""
     prefix, slash, name = key.rpartition("/")
@@ -228,23 +233,25 @@ def _requirement(text: str) -> Matcher:
     return _parse_requirement(text)[0]
 
 
-def _parse_requirement(text: str) -> tuple[Matcher, tuple[str, str] | None]:
-    """The matcher of one requirement and, for ``k=v``/``k==v``, its (key, value)."""
+def _parse_requirement(text: str) -> tuple[Matcher, tuple[str, frozenset[str]] | None]:
+    """The matcher of one requirement and, when only objects whose label ``key``
+    holds one of ``values`` match it (``k=v``, ``k==v``, ``k in (...)``), that
+    ``(key, values)``: what the watch fan-out indexes."""
     if (m := _BINARY.fullmatch(text)) and m.group(2) in ("=", "=="):
         key, value = m.group(1), m.group(3)
-        return (lambda labels: labels.get(key) == value), (key, value)
-    return _other_requirement(text), None
-
-
-def _other_requirement(text: str) -> Matcher:
+        return (lambda labels: labels.get(key) == value), (key, frozenset((value,)))
     if m := _SET.fullmatch(text):
         key, op = m.group(1), m.group(2)
         values = frozenset(v.strip() for v in m.group(3).split(","))
         if any(not re.fullmatch(_VALUE, v) for v in values):
             raise SelectorError(f"unable to parse requirement: invalid value in {text!r}")
         if op == "in":
-            return lambda labels: key in labels and labels[key] in values
-        return lambda labels: labels.get(key) not in values
+            return (lambda labels: key in labels and labels[key] in values), (key, values)
+        return (lambda labels: labels.get(key) not in values), None
+    return _other_requirement(text), None
+
+
+def _other_requirement(text: str) -> Matcher:
     if m := _BINARY.fullmatch(text):
         key, op, value = m.group(1), m.group(2), m.group(3)
         if op in ("=", "=="):
@@ -279,17 +286,18 @@ class LabelSelector:
     def __init__(self, text: str) -> None:
         self.text = text
         self._requirements: list[Matcher] = []
-        self.equalities: list[tuple[str, str]] = []  # the k=v requirements
+        # the k=v and k in (...) requirements, as (key, the values that match)
+        self.sets: list[tuple[str, frozenset[str]]] = []
         if not text.strip():
             return
         for part in _split_top_level(text):
             item = part.strip()
             if not item:
                 raise SelectorError(f"unable to parse requirement: empty requirement in {text!r}")
-            matcher, equality = _parse_requirement(item)
+            matcher, values = _parse_requirement(item)
             self._requirements.append(matcher)
-            if equality is not None:
-                self.equalities.append(equality)
+            if values is not None:
+                self.sets.append(values)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(req(labels) for req in self._requirements)

@@ -10,11 +10,14 @@ Cheap at scale (a benchmark holds thousands of watches on two cores):
 
 * fan-out touches only the watches of the event's resource, and among those
   only the ones whose index bucket can match: a watch is filed under one
-  equality of its selectors (``spec.nodeName=n1``, ``app=x``, its namespace)
-  and an event looks up the buckets of its object's (and previous object's)
-  values, plus the watches with no equality;
+  requirement of its selectors that names the values it accepts
+  (``spec.nodeName=n1``, ``app=x``, its namespace, or under each value of
+  ``block in (a,b,c)``) and an event looks up the buckets of its object's
+  (and previous object's) values, plus the watches with no such requirement;
 * the filter runs once, under the store lock, in the writer's thread; the
-  line is encoded in the watcher's own thread;
+  line is encoded in the watcher's own thread, once per event and view (full
+  object or metadata, new or previous state, event type): a thousand
+  watchers of one event cost one encoding;
 * a waiting watch sleeps on its own :class:`threading.Condition` (sharing the
   store's lock) until an event, its bookmark time or its deadline: no
   polling, no timer thread;
@@ -42,7 +45,15 @@ from typing import Any
 from .kube_rules import FieldSelector, LabelSelector, field_value
 from .messages import StreamAborted
 
-__all__ = ["WatchEvent", "WatchExpired", "WatchHub", "WatchStream", "Watcher", "error_line"]
+__all__ = [
+    "Encoder",
+    "WatchEvent",
+    "WatchExpired",
+    "WatchHub",
+    "WatchStream",
+    "Watcher",
+    "error_line",
+]
 
 OPEN, CUT, OVERFLOW = "open", "cut", "overflow"
 MAX_WATCH_SECONDS = 1800.0  # the server's own limit on a watch without timeoutSeconds
@@ -65,10 +76,19 @@ class WatchEvent:
     json: str  # ``obj`` encoded, with kind and apiVersion
     rv: int
     prev: Mapping[str, Any] | None = None  # the state before a MODIFIED
+    # (type, use prev?, metadata only?) -> the encoded watch line; filled by
+    # whichever watcher's thread needs it first (a race only encodes twice).
+    lines: dict[tuple[str, bool, bool], bytes] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 _Labels = Callable[[Mapping[str, Any]], Mapping[str, str]]
-IndexKey = tuple[str, str, str]  # ("field"|"label", key, value)
+IndexKey = tuple[str, str, str]  # ("field"|"label", key, value): one bucket
+# ("field"|"label", key, values): a watcher is in the bucket of each value
+Index = tuple[str, str, frozenset[str]]
+# (event, use the previous object?, metadata only?) -> the object's JSON
+Encoder = Callable[[WatchEvent, bool, bool], str]
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -90,7 +110,7 @@ class Watcher:
     metadata_only: bool = False
     queue: deque[tuple[str, WatchEvent, bool]] = field(default_factory=deque)
     state: str = OPEN
-    index: IndexKey | None = None
+    index: Index | None = None
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
         if self.namespace is not None:
@@ -122,14 +142,36 @@ class Watcher:
         self.cond.notify()
 
 
-def _index_key(w: Watcher) -> IndexKey | None:
+def _index_key(w: Watcher) -> Index | None:
+    """The requirement ``w`` is filed under: a field equality, else its label
+    requirement with the fewest values, else its namespace (``None``: none)."""
     for key, value in w.fields.equalities:
-        return ("field", key, value)
-    for key, value in w.labels.equalities:
-        return ("label", key, value)
+        return ("field", key, frozenset((value,)))
+    if w.labels.sets:
+        key, values = min(w.labels.sets, key=lambda kv: len(kv[1]))
+        return ("label", key, values)
     if w.namespace is not None:
-        return ("field", "metadata.namespace", w.namespace)
+        return ("field", "metadata.namespace", frozenset((w.namespace,)))
     return None
+
+
+def _bucket_keys(index: Index | None) -> list[IndexKey | None]:
+    if index is None:
+        return [None]
+    kind, key, values = index
+    return [(kind, key, v) for v in values]
+
+
+def _event_line(
+    kind: str, e: WatchEvent, use_prev: bool, metadata_only: bool, encode: Encoder
+) -> bytes:
+    """The watch line of ``e`` as a watcher sees it, encoded once per view."""
+    view = (kind, use_prev, metadata_only)
+    line = e.lines.get(view)
+    if line is None:
+        obj_json = encode(e, use_prev, metadata_only)
+        line = e.lines[view] = f'{{"type": "{kind}", "object": {obj_json}}}\n'.encode()
+    return line
 
 
 def _value(obj: Mapping[str, Any], kind: str, key: str) -> str | None:
@@ -226,7 +268,9 @@ class WatchHub:
             metadata_only,
         )
         w.index = _index_key(w)
-        self._buckets.setdefault(resource, {}).setdefault(w.index, set()).add(w)
+        buckets = self._buckets.setdefault(resource, {})
+        for key in _bucket_keys(w.index):
+            buckets.setdefault(key, set()).add(w)
         if w.index is not None:
             self._dims.setdefault(resource, Counter())[w.index[:2]] += 1
         self._open[resource] += 1
@@ -234,12 +278,14 @@ class WatchHub:
 
     def close(self, w: Watcher) -> None:
         buckets = self._buckets.get(w.resource, {})
-        members = buckets.get(w.index)
-        if members is None or w not in members:
-            return
-        members.discard(w)
-        if not members:
-            del buckets[w.index]
+        keys = _bucket_keys(w.index)
+        if w not in buckets.get(keys[0], ()):
+            return  # closed already
+        for key in keys:
+            members = buckets[key]
+            members.discard(w)
+            if not members:
+                del buckets[key]
         if w.index is not None:
             dims = self._dims[w.resource]
             dims[w.index[:2]] -= 1
@@ -276,7 +322,7 @@ class WatchHub:
         w: Watcher,
         first: list[tuple[str, str]],
         *,
-        encode: Callable[[Watcher, str, WatchEvent, bool], str],
+        encode: Encoder,
         bookmark: Callable[[], str] | None,
         bookmark_interval: float,
         timeout: float,
@@ -326,14 +372,13 @@ class WatchHub:
                 if state == CUT:
                     raise StreamAborted("the watch was cut")
                 lines = [
-                    f'{{"type": "{kind}", "object": {encode(w, kind, e, prev)}}}\n'
-                    for kind, e, prev in events
+                    _event_line(kind, e, prev, w.metadata_only, encode) for kind, e, prev in events
                 ]
                 if mark_json:
-                    lines.append(f'{{"type": "BOOKMARK", "object": {mark_json}}}\n')
+                    lines.append(f'{{"type": "BOOKMARK", "object": {mark_json}}}\n'.encode())
                 if lines:
                     count(len(lines))
-                    yield "".join(lines).encode()
+                    yield b"".join(lines)
                 if state == OVERFLOW or time.monotonic() >= deadline:
                     return
         finally:

@@ -80,7 +80,7 @@ from .kube_resources import (
     verb_of,
 )
 from .kube_rules import FieldSelector, LabelSelector, SelectorError, ip_address_causes
-from .kube_watch import MAX_WATCH_SECONDS, Watcher, WatchEvent, WatchExpired, WatchHub, error_line
+from .kube_watch import MAX_WATCH_SECONDS, WatchEvent, WatchExpired, WatchHub, error_line
 from .messages import Request, Response
 
 __all__ = [
@@ -244,6 +244,11 @@ class KubernetesEmulator:
         # when stored: gets and list pages are joined from these strings.
         self._items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
         self._meta_items: dict[str, dict[tuple[str, str], str]] = {r: {} for r in RESOURCES}
+        # (label key, value) -> the keys of the objects carrying it: a list or
+        # watch with ``k=v`` or ``k in (...)`` reads these instead of every object.
+        self._by_label: dict[str, dict[tuple[str, str], set[tuple[str, str]]]] = {
+            r: {} for r in RESOURCES
+        }
         self._rv = 1000
         self._snapshots: OrderedDict[str, list[str]] = OrderedDict()
         self._planned: list[_PlannedFailure] = []
@@ -354,7 +359,13 @@ class KubernetesEmulator:
         return str(self._rv)
 
     def _store(self, resource: str, key: tuple[str, str], doc: dict[str, Any]) -> None:
-        """Keep ``doc`` and its list-item JSON (the caller holds the lock)."""
+        """Keep ``doc``, its label index entries and list-item JSON (the caller holds the lock)."""
+        old = self._objects[resource].get(key)
+        if old is not None:
+            self._unindex(resource, key, old)
+        by_label = self._by_label[resource]
+        for label in (doc["metadata"].get("labels") or {}).items():
+            by_label.setdefault(label, set()).add(key)
         self._objects[resource][key] = doc
         self._items[resource][key] = json.dumps(
             {k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}
@@ -364,7 +375,49 @@ class KubernetesEmulator:
     def _drop(self, resource: str, key: tuple[str, str]) -> dict[str, Any] | None:
         self._items[resource].pop(key, None)
         self._meta_items[resource].pop(key, None)
-        return self._objects[resource].pop(key, None)
+        old = self._objects[resource].pop(key, None)
+        if old is not None:
+            self._unindex(resource, key, old)
+        return old
+
+    def _unindex(self, resource: str, key: tuple[str, str], doc: Mapping[str, Any]) -> None:
+        by_label = self._by_label[resource]
+        for label in (doc["metadata"].get("labels") or {}).items():
+            keys = by_label.get(label)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del by_label[label]
+
+    def _selected(
+        self, resource: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
+    ) -> list[tuple[str, str]]:
+        """The sorted keys of the objects a list or watch selects (the caller holds the lock).
+
+        With a ``k=v`` or ``k in (...)`` requirement only the objects carrying
+        one of its values are looked at (a node lists the few blocks it uses
+        out of a cluster's thousands of addresses); the selectors still decide.
+        """
+        objects = self._objects[resource]
+        if labels.sets:
+            label, values = min(labels.sets, key=lambda kv: len(kv[1]))
+            by_label = self._by_label[resource]
+            keys: Iterable[tuple[str, str]] = {
+                k for v in values for k in by_label.get((label, v), ())
+            }
+        else:
+            keys = objects
+        found = []
+        for key in keys:
+            obj = objects[key]
+            if (
+                (namespace is None or key[0] == namespace)
+                and labels.matches(obj["metadata"].get("labels") or {})
+                and fields.matches(obj)
+            ):
+                found.append(key)
+        found.sort()
+        return found
 
     def _object_json(self, resource: str, key: tuple[str, str]) -> str | None:
         """The stored object as the API answers a get, ``None`` when absent."""
@@ -892,6 +945,8 @@ class KubernetesEmulator:
         self.emulator.faults.clear()
 
     def _planned_failure(self, request: Request, resource: str, verb: str) -> int | None:
+        if not self._planned:  # most requests: no lock taken (a plan added meanwhile is next)
+            return None
         has_continue = bool(request.arg("continue"))
         with self._lock:
             for plan in self._planned:
@@ -911,6 +966,8 @@ class KubernetesEmulator:
         return None
 
     def _reply_lost(self, resource: str, verb: str) -> bool:
+        if not self._lost:
+            return False
         with self._lock:
             for plan in self._lost:
                 if plan.verb == verb and plan.resource == resource:
@@ -1031,10 +1088,7 @@ class KubernetesEmulator:
                 items_json = self._items[resource]
                 snapshot = [
                     self._meta_json(resource, key) or "{}" if meta_only else items_json[key]
-                    for key, obj in sorted(self._objects[resource].items())
-                    if (namespace is None or key[0] == namespace)
-                    and labels.matches(obj["metadata"].get("labels") or {})
-                    and fields.matches(obj)
+                    for key in self._selected(resource, namespace, labels, fields)
                 ]
                 snap_id = secrets.token_hex(8)
                 offset = 0
@@ -1100,21 +1154,20 @@ class KubernetesEmulator:
                     metadata_only=meta_only,
                 )
                 if since is None:
-                    for key, obj in sorted(self._objects[resource].items()):
-                        if w.matches(obj):
-                            body = (
-                                self._meta_json(resource, key)
-                                if meta_only
-                                else self._object_json(resource, key)
-                            )
-                            first.append(("ADDED", body or "{}"))
+                    for key in self._selected(resource, namespace, labels, fields):
+                        body = (
+                            self._meta_json(resource, key)
+                            if meta_only
+                            else self._object_json(resource, key)
+                        )
+                        first.append(("ADDED", body or "{}"))
         if expired:
             status = status_object(410, expired, reason="Expired")
             return Response(200, "", {}, "application/json", stream=iter([error_line(status)]))
         for e in replay:  # events are immutable: filtered and encoded outside the lock
             seen = w.view(e)
             if seen is not None:
-                first.append((seen[0], self._encode_event(w, seen[0], e, seen[1])))
+                first.append((seen[0], _encode_event(e, seen[1], meta_only)))
 
         def bookmark() -> str:  # runs under the lock
             kind, api_version = (
@@ -1133,24 +1186,13 @@ class KubernetesEmulator:
         stream = self._hub.stream(
             w,
             first,
-            encode=self._encode_event,
+            encode=_encode_event,
             bookmark=bookmark if bookmarks else None,
             bookmark_interval=self.bookmark_interval,
             timeout=timeout,
             count=lambda n: self._count_objects(resource, "watch", n),
         )
         return Response(200, "", {}, "application/json", stream=stream)
-
-    @staticmethod
-    def _encode_event(w: Watcher, kind: str, e: WatchEvent, use_prev: bool) -> str:
-        """An event's object as this watch sees it (no lock needed: events are immutable)."""
-        if use_prev and e.prev is not None:
-            obj: Mapping[str, Any] = {
-                **e.prev,
-                "metadata": {**e.prev.get("metadata", {}), "resourceVersion": str(e.rv)},
-            }
-            return _partial_json(obj) if w.metadata_only else json.dumps(obj)
-        return _partial_json(e.obj) if w.metadata_only else e.json
 
     def _body(self, request: Request) -> dict[str, Any] | Response:
         try:
@@ -1363,6 +1405,17 @@ class KubernetesEmulator:
             "details": details,
         }
         return Response(200, json.dumps(done), {}, "application/json")
+
+
+def _encode_event(e: WatchEvent, use_prev: bool, metadata_only: bool) -> str:
+    """An event's object as a watch sees it (no lock needed: events are immutable)."""
+    if use_prev and e.prev is not None:
+        obj: Mapping[str, Any] = {
+            **e.prev,
+            "metadata": {**e.prev.get("metadata", {}), "resourceVersion": str(e.rv)},
+        }
+        return _partial_json(obj) if metadata_only else json.dumps(obj)
+    return _partial_json(e.obj) if metadata_only else e.json
 
 
 def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
