@@ -315,3 +315,27 @@ def test_stores_record_names_only_on_rows_that_know_just_the_uid(kind: str, tmp_
         assert store.record_claim_names(names) == 0  # type: ignore[attr-defined]
     finally:
         store.close()
+
+
+def test_a_claim_the_api_did_not_show_yet_is_asked_again_after_its_back_off(
+    kube: KubernetesEmulator,
+    client: KubeClient,
+    views: list[NodeClaims],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The resolver sleeps until a retry is due (no one-second timer), and the retry comes."""
+    import dranet_cloud.ipam.node_claims as node_claims
+
+    monkeypatch.setattr(node_claims, "RETRY_FIRST", 0.3)
+    # The pod names its claim before the claim exists (the API shows it later).
+    kube.add_pod("team", "late-pod", node=NODE, claims=(("nic", "late"),))
+    view = started(views, client)
+    wait_until(lambda: kube.calls("resourceclaims").get("get", 0) >= 1, "the first GET (404)")
+    assert view.cached("late-uid") is None
+    kube.add_claim("team", "late", uid="late-uid", node=NODE)
+    wait_until(lambda: view.cached("late-uid") is not None, "the retry to resolve the claim")
+    gets = kube.calls("resourceclaims").get("get", 0)
+    assert gets >= 2
+    # Resolved: no more GETs of it, however long the resolver sleeps.
+    time.sleep(1.0)
+    assert kube.calls("resourceclaims").get("get", 0) == gets

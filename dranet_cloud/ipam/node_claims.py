@@ -103,6 +103,7 @@ SYNC_WAIT = 2.0  # a gen1 miss waits at most this long for the view's first list
 # dated this much before it began (the grace period comes on top).
 CACHE_MARGIN = 60.0
 RETRY_FIRST = 5.0  # a claim name the API did not show (yet) is asked again after this
+IDLE_WAKE = 60.0  # the resolver with no retry planned sleeps at most this long
 DEAD_PHASES = frozenset({"Succeeded", "Failed"})
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 
@@ -241,6 +242,7 @@ class NodeClaims:
         self._by_uid: dict[str, _Known] = {}
         self._by_key: dict[str, str] = {}  # claim key -> the UID last seen under it
         self._retry: dict[str, tuple[float, float]] = {}  # key -> (retry_at, wait)
+        self._wake_at = 0.0  # when the resolver's sleep ends (monotonic)
         self._queued: set[str] = set()
         # Names a gen1 miss's own pod list found that the informer had not shown yet.
         self._extra_names: set[str] = set()
@@ -377,9 +379,12 @@ class NodeClaims:
             log.debug("ipam: claim %s waits for a run (resolver queue full)", safe(key))
 
     def _resolve_loop(self) -> None:
+        # Sleeps until the next retry is due (or a key arrives), not on a short
+        # timer: a thousand idle nodes waking every second cost a core's slice
+        # for nothing.  A retry planned earlier than the sleep's end wakes it.
         while not self._stopping.is_set():
             try:
-                key = self._queue.get(timeout=1.0)
+                key = self._queue.get(timeout=self._until_due())
             except queue.Empty:
                 self._requeue_due()
                 continue
@@ -389,12 +394,20 @@ class NodeClaims:
                 self._queued.discard(key)
                 wanted = key in self._users and key not in self._by_key
             if not wanted:
-                continue
+                continue  # resolved meanwhile, no longer used, or a wake-up ("")
             try:
                 self._resolve(key, self.client.timeout)
             except Exception as exc:  # a failed GET proves nothing: asked again later
                 self._later(key)
                 log.debug("ipam: resolving claim %s failed: %s", safe(key), safe(exc))
+
+    def _until_due(self) -> float:
+        """Seconds until the earliest retry (at most :data:`IDLE_WAKE`); noted for ``_later``."""
+        now = time.monotonic()
+        with self._lock:
+            due = min((at for at, _w in self._retry.values()), default=now + IDLE_WAKE)
+            self._wake_at = min(due, now + IDLE_WAKE)
+            return max(0.0, self._wake_at - now)
 
     def _requeue_due(self) -> None:
         now = time.monotonic()
@@ -403,6 +416,9 @@ class NodeClaims:
             for key in list(self._retry):
                 if key not in self._users:
                     del self._retry[key]
+            for key in due:  # not due again while queued: its GET reschedules it
+                _at, wait = self._retry[key]
+                self._retry[key] = (now + RETRY_FIRST, wait)
         for key in due:
             self._enqueue(key)
 
@@ -411,7 +427,12 @@ class NodeClaims:
         with self._lock:
             _at, wait = self._retry.get(key, (0.0, RETRY_FIRST / 2))
             wait = min(wait * 2, self.verify_interval)
-            self._retry[key] = (time.monotonic() + wait * self._rng.uniform(0.8, 1.2), wait)
+            at = time.monotonic() + wait * self._rng.uniform(0.8, 1.2)
+            self._retry[key] = (at, wait)
+            wake = at < self._wake_at
+        if wake:  # the resolver sleeps past this retry: wake it to sleep less
+            with contextlib.suppress(queue.Full):  # a full queue wakes it anyway
+                self._queue.put_nowait("")
 
     def _resolve(self, key: str, deadline: float) -> ClaimIdentity | None:
         """One ``GET`` of the claim ``key``; records and returns it (``None``: 404)."""

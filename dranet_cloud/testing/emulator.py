@@ -339,9 +339,9 @@ class _TCPServer(_ServerMixin, socketserver.ThreadingMixIn, HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     # socketserver's default backlog of 5 drops the SYNs of many clients that
-    # connect at once (each then waits a 1 s retransmit): benchmarks connect
-    # a hundred at a time.
-    request_queue_size = 256
+    # connect at once (each then waits a 1 s retransmit, or is reset when the
+    # accept queue overflows): a thousand simulated nodes start at once.
+    request_queue_size = 1024
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind would resolve the host name (DNS); skip that.
@@ -357,7 +357,7 @@ class _TCP6Server(_TCPServer):
 
 class _UnixServer(_ServerMixin, socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
-    request_queue_size = 256
+    request_queue_size = 1024
 
 
 class Emulator:
