@@ -567,22 +567,13 @@ class Wire:
 
     def _once(self, conn: _Connection, method: str, data: bytes, limit: int) -> Answer:
         """One request on ``conn``; then the connection goes back to the pool or is closed."""
-        try:
+        with _closed_on_error(conn):
             try:
                 conn.send(data, self.timeout)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise _NoAnswer(exc) from exc
             status, headers, keep = conn.head(self.timeout)
             body, whole = conn.body(method, status, headers, limit, self.timeout)
-        except (_NoAnswer, WireError, WireTimeout, BodyTooLarge, HeadTooLarge):
-            conn.close()
-            raise
-        except OSError as exc:
-            conn.close()
-            raise _transport(exc) from exc
-        except BaseException:
-            conn.close()
-            raise
         if keep and whole and not conn.buf:
             self._checkin(conn)
         else:
@@ -632,7 +623,7 @@ class Wire:
         def send(request: _Request) -> StreamAnswer | Answer:
             data = _encode("GET", target, self.endpoint.host_header, request)
             conn = self._connect(until)
-            try:
+            with _closed_on_error(conn):
                 try:
                     conn.send(data, self.timeout)
                     status, answer_headers, _keep = conn.head(read_timeout)
@@ -641,15 +632,6 @@ class Wire:
                 if 200 <= status < 300:
                     return StreamAnswer(conn, status, answer_headers, read_timeout)
                 body, _whole = conn.body("GET", status, answer_headers, error_limit, read_timeout)
-            except (WireError, WireTimeout, BodyTooLarge, HeadTooLarge):
-                conn.close()
-                raise
-            except OSError as exc:
-                conn.close()
-                raise _transport(exc) from exc
-            except BaseException:
-                conn.close()
-                raise
             conn.close()
             return Answer(status, answer_headers, body)
 
@@ -700,6 +682,20 @@ class Wire:
             sock.close()
             raise _transport(exc) from exc
         return _Connection(sock, until)
+
+
+@contextlib.contextmanager
+def _closed_on_error(conn: _Connection) -> Iterator[None]:
+    """Close ``conn`` on any failure inside (a half-read connection is never reused);
+    a socket error becomes a :class:`WireError` naming it."""
+    try:
+        yield
+    except OSError as exc:
+        conn.close()
+        raise _transport(exc) from exc
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _encode(method: str, target: str, host: str, request: _Request) -> bytes:
