@@ -2,7 +2,7 @@
 and one wording for transport errors.
 
 The metadata client (:mod:`dranet_cloud.metadata`), the BYODP webhook client
-and the Kubernetes client (:mod:`dranet_cloud.kube.client`) all send requests
+and the Kubernetes client (:mod:`dranet_cloud.kube.wire`) all send requests
 to peers they cannot trust to be quick or small; each bound lives here once:
 
 * **Deadline.**  httpx's timeouts apply to each socket operation, so a peer
@@ -21,12 +21,11 @@ to peers they cannot trust to be quick or small; each bound lives here once:
   connection failed in the same words for every client ("connection refused",
   "no such unix socket", "read timed out"...).
 
-The Kubernetes client runs on lightkube's ``httpx2``/``httpcore2``, forks of
-httpx/httpcore with the same shapes.  Everything here works on either by
-duck typing (the timeout classes are taken from the library an object comes
-from).  Importing this module imports neither httpx nor the forks nor ssl:
-the Kubernetes package imports it, and must stay cheap to import until a
-client is built.
+The Kubernetes client speaks HTTP/1.1 itself (:mod:`dranet_cloud.kube.wire`)
+and takes the deadline (:func:`within`, :func:`time_left`) and the wording
+from here; :func:`bound` and :func:`read_capped` are for httpx.  Importing
+this module imports neither httpx nor ssl: the Kubernetes package imports
+it, and must stay cheap to import until a client is built.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ import sys
 import time
 import typing
 from collections.abc import Iterable, Iterator
-from types import ModuleType
 
 if typing.TYPE_CHECKING:
     import ssl
@@ -90,11 +88,6 @@ def time_left() -> float | None:
     return None if until is None else until - time.monotonic()
 
 
-def _library(obj: object) -> ModuleType:
-    """The top-level package ``obj`` comes from: httpx or httpx2, httpcore or httpcore2."""
-    return sys.modules[type(obj).__module__.partition(".")[0]]
-
-
 def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
     left = time_left()
     if left is None:
@@ -105,7 +98,7 @@ def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
 
 
 class _Timeouts(typing.NamedTuple):
-    """The connect/read/write timeout classes of one httpcore flavour."""
+    """httpcore's connect/read/write timeout classes."""
 
     connect: type[Exception]
     read: type[Exception]
@@ -145,12 +138,15 @@ class _DeadlineStream:
 
 
 class DeadlineBackend:
-    """An httpcore (or httpcore2) sync backend with every socket call clamped to the deadline."""
+    """An httpcore sync backend with every socket call clamped to the deadline."""
 
     def __init__(self, inner: typing.Any) -> None:
+        import httpcore
+
         self._inner = inner
-        lib = _library(inner)
-        self._errors = _Timeouts(lib.ConnectTimeout, lib.ReadTimeout, lib.WriteTimeout)
+        self._errors = _Timeouts(
+            httpcore.ConnectTimeout, httpcore.ReadTimeout, httpcore.WriteTimeout
+        )
 
     def connect_tcp(
         self,
@@ -182,7 +178,7 @@ _T = typing.TypeVar("_T")
 
 
 def bound(transport: _T) -> _T:
-    """Make an ``httpx`` (or ``httpx2``) ``HTTPTransport`` honour :func:`within`."""
+    """Make an ``httpx`` ``HTTPTransport`` honour :func:`within`."""
     pool: typing.Any = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
     if backend is None or not hasattr(backend, "connect_tcp"):
@@ -224,23 +220,24 @@ class BodyTooLarge(Exception):
         return f"sent a body over the {self.limit}-byte limit"
 
 
-def read_capped(response: typing.Any, limit: int, *, raw: bool = False) -> bytes:
-    """The whole body of an ``httpx``/``httpx2`` streamed ``response``, at most ``limit`` bytes.
+def read_capped(response: typing.Any, limit: int) -> bytes:
+    """The whole (decoded) body of an ``httpx`` streamed ``response``, at most ``limit`` bytes.
 
     Raises :class:`BodyTooLarge` as soon as the Content-Length or the bytes
-    read so far exceed ``limit`` (nothing more is read), and the library's
+    read so far exceed ``limit`` (nothing more is read), and httpx's
     ``ReadTimeout`` once the :func:`within` deadline has passed between
-    chunks.  ``raw`` reads the bytes as sent (a transport that hands the body
-    on still encoded); otherwise they are decoded, and the cap counts those.
+    chunks.
     """
+    import httpx
+
     declared = response.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(limit, int(declared))
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_raw() if raw else response.iter_bytes():
+    for chunk in response.iter_bytes():
         if expired():
-            raise _library(response).ReadTimeout(DEADLINE_PASSED, request=response.request)
+            raise httpx.ReadTimeout(DEADLINE_PASSED, request=response.request)
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge(limit)
@@ -250,7 +247,7 @@ def read_capped(response: typing.Any, limit: int, *, raw: bool = False) -> bytes
 
 # --- transport-error wording ----------------------------------------------------------
 
-# Exception class names shared by httpx and httpx2, most specific first.
+# httpx's exception class names, most specific first.
 _BY_CLASS = (
     ("ConnectTimeout", "connect timed out"),
     ("ReadTimeout", "read timed out"),
@@ -262,8 +259,8 @@ _BY_CLASS = (
 def describe_transport_error(exc: BaseException) -> str:
     """A short reason a request failed below HTTP: ``connection refused``, ``no such unix socket``.
 
-    Works on httpx and httpx2 errors alike (it reads class names and the
-    chain of causes, down to the ``OSError`` the socket raised).
+    Reads httpx's class names and the chain of causes, down to the ``OSError``
+    the socket raised (the Kubernetes client's own errors are that ``OSError``).
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     for name, reason in _BY_CLASS:

@@ -1,9 +1,9 @@
 """The bounded-HTTP layer every client shares (dranet_cloud.httpdeadline), on real peers.
 
-Each check runs on httpx (the metadata and webhook clients) and on lightkube's
-httpx2 (the Kubernetes client): the cap names its limit, a peer that drips
-its answer is cut off at the deadline whatever it drips, and a missing unix
-socket reads the same for every client.
+Each check runs on httpx (the metadata and webhook clients; the Kubernetes
+client's own HTTP/1.1 has its checks in test_kube_wire.py): the cap names its
+limit, a peer that drips its answer is cut off at the deadline whatever it
+drips, and a missing unix socket reads the same for every client.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dranet_cloud.httpdeadline import (
 from dranet_cloud.metadata import MetadataClient, MetadataUnavailable
 from dranet_cloud.testing.drip import DrippingServer
 
-FLAVOURS = ("httpx", "httpx2")
+FLAVOURS = ("httpx",)
 LIMIT = 1000
 
 
@@ -94,12 +94,12 @@ def test_a_body_over_the_cap_is_refused_naming_the_cap(
     query = "?chunked" if chunked else ""
     with client:
         with client.stream("GET", f"{sized}/{LIMIT}{query}") as response:
-            assert read_capped(response, LIMIT, raw=flavour == "httpx2") == b"x" * LIMIT
+            assert read_capped(response, LIMIT) == b"x" * LIMIT
         with (
             client.stream("GET", f"{sized}/{LIMIT + 1}{query}") as response,
             pytest.raises(BodyTooLarge) as info,
         ):
-            read_capped(response, LIMIT, raw=flavour == "httpx2")
+            read_capped(response, LIMIT)
     assert info.value.limit == LIMIT
     assert f"over the {LIMIT}-byte limit" in str(info.value)
     if chunked:
@@ -123,7 +123,7 @@ def test_a_dripping_peer_is_cut_off_at_the_deadline(flavour: str, phase: str) ->
             pytest.raises(lib.TimeoutException) as info,
             client.stream("GET", drip.url) as response,
         ):
-            read_capped(response, 1 << 20, raw=flavour == "httpx2")
+            read_capped(response, 1 << 20)
         took = time.monotonic() - start
     assert took < 0.5 + 2.0, f"a 0.5 s deadline held the caller {took:.2f} s"
     assert describe_transport_error(info.value) in ("read timed out", "timed out")

@@ -544,7 +544,7 @@ class ClusterIpam:
         """This node's objects: those of the watched blocks when watching (no call),
         else one LIST by node label (a one-shot command)."""
         from ..kube.ipaddress import parse_ip_address
-        from .cluster_reclaim import list_managed, node_of
+        from .cluster_reclaim import list_managed
 
         with self._views_lock:
             watches = list(self._watches.values())
@@ -556,13 +556,12 @@ class ClusterIpam:
         for watch in watches:
             if not watch.synced_all():
                 return []  # judged at the next run, once the views hold their blocks
-            for doc in watch.own_objects():
+            for doc in watch.own_objects():  # those naming this node, as they arrived
                 try:
                     obj = parse_ip_address(doc)
                 except ValueError:
                     continue
-                if node_of(obj) == self.node:
-                    found[obj.name] = obj
+                found[obj.name] = obj
         # The start-up list's objects that no watch shows (no block label: an earlier
         # version's; or a range no longer configured) are judged too, as listed then.
         for obj in self._own_at_start:

@@ -339,8 +339,6 @@ class KubeClient:
             endpoint = Endpoint(config.cluster.server, tls)
         except ValueError as exc:
             raise ConfigError(f"kubernetes: {self.source}: {exc}") from exc
-        self._server: str = config.cluster.server
-        self._tls = tls
         self._wire = Wire(endpoint, auth, timeout)
 
     # --- lifecycle -----------------------------------------------------------------

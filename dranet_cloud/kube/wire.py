@@ -38,7 +38,6 @@ Importing this module imports neither ssl nor httpx.
 from __future__ import annotations
 
 import contextlib
-import errno
 import select
 import socket
 import threading
@@ -269,9 +268,7 @@ class _Connection:
                 if end >= 0:
                     break
                 if len(buf) > MAX_HEAD_BYTES:
-                    raise HeadTooLarge(
-                        f"sent response headers over the {MAX_HEAD_BYTES}-byte limit"
-                    )
+                    raise HeadTooLarge(_HEAD_OVER)
                 start = max(0, len(buf) - 3)
                 # A reset is no _NoAnswer: a server that read the request may have
                 # acted on it (the emulator's lost reply); only a plain end, what a
@@ -750,14 +747,12 @@ def _still_open(sock: socket.socket) -> bool:
 
 
 def _no_answer(exc: _NoAnswer) -> WireError:
-    if isinstance(exc.cause, ConnectionResetError):
-        return WireError("connection reset")
-    return WireError("connection closed without an answer")
+    if exc.cause is None:
+        return WireError("connection closed without an answer")
+    return WireError(describe_transport_error(exc.cause))
 
 
 def _transport(exc: OSError) -> WireError:
     if isinstance(exc, socket.gaierror):
         return WireError(f"cannot resolve the API server's host: {exc.strerror or exc}")
-    if exc.errno == errno.ECONNRESET:
-        return WireError("connection reset")
     return WireError(describe_transport_error(exc))

@@ -299,6 +299,11 @@ class LabelSelector:
             if values is not None:
                 self.sets.append(values)
 
+    def narrowest(self) -> tuple[str, frozenset[str]] | None:
+        """The ``k=v`` or ``k in (...)`` requirement with the fewest values (``None``: none):
+        what an index of objects or watchers by label is best looked up by."""
+        return min(self.sets, key=lambda kv: len(kv[1]), default=None)
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(req(labels) for req in self._requirements)
 

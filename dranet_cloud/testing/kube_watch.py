@@ -147,9 +147,9 @@ def _index_key(w: Watcher) -> Index | None:
     requirement with the fewest values, else its namespace (``None``: none)."""
     for key, value in w.fields.equalities:
         return ("field", key, frozenset((value,)))
-    if w.labels.sets:
-        key, values = min(w.labels.sets, key=lambda kv: len(kv[1]))
-        return ("label", key, values)
+    narrowest = w.labels.narrowest()
+    if narrowest is not None:
+        return ("label", *narrowest)
     if w.namespace is not None:
         return ("field", "metadata.namespace", frozenset((w.namespace,)))
     return None

@@ -399,8 +399,9 @@ class KubernetesEmulator:
         out of a cluster's thousands of addresses); the selectors still decide.
         """
         objects = self._objects[resource]
-        if labels.sets:
-            label, values = min(labels.sets, key=lambda kv: len(kv[1]))
+        narrowest = labels.narrowest()
+        if narrowest is not None:
+            label, values = narrowest
             by_label = self._by_label[resource]
             keys: Iterable[tuple[str, str]] = {
                 k for v in values for k in by_label.get((label, v), ())
