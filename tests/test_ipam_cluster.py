@@ -367,6 +367,12 @@ def test_gc_deletes_this_nodes_orphans_and_never_another_nodes_objects(
         assert len(objects(kube)) == 5
         result = reclaim(a, source, grace=timedelta(0))
         assert [x.address for x in result.freed] == gone_a
+        # The release's DELETED reaches node-a's watch before its own sweep looks.
+        watch = a._watch_for_name(gone_a[0].removesuffix("/32"))
+        wait_until(
+            lambda: watch is None or watch.lookup(gone_a[0].removesuffix("/32")) is None,
+            "node-a's watch to see its released object go",
+        )
         kube.reset_calls()
         swept = a.cluster_reclaim(source, grace=timedelta(0))
     # Its own orphan goes, judged from its watched blocks: no list of IPAddress objects.

@@ -349,7 +349,8 @@ def test_concurrent_writes_share_commits_and_all_land(tmp_path: Path) -> None:
             for i in range(40):
                 got[f"{t}-{i}"] = store.allocate(Owner("p", "d", f"{t}-{i}"), rng)
             # A failing write in a group rolls back alone.
-            store.reserve(Owner("p", "d", f"static-{t}"), [taken if t else "10.0.9.9"])
+            # (thread 0's address lies outside the dynamic range: nothing can take it)
+            store.reserve(Owner("p", "d", f"static-{t}"), [taken if t else "10.1.9.9"])
         except BaseException as exc:
             errors.append(exc)
 
