@@ -344,25 +344,55 @@ def test_a_watch_that_does_not_read_is_cut_off() -> None:
         headers = {"Authorization": f"Bearer {kube.token}"}
         with httpx.Client(base_url=kube.url, headers=headers, timeout=10) as client:
             rv = kube.resource_version
-            done = threading.Event()
-
-            def flood() -> None:
-                while kube.watches_open("nodes") == 0:
-                    done.wait(0.01)
-                # 200 commits under the store lock: the watcher cannot drain any meanwhile,
-                # as a client that does not read cannot
+            params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": "30"}
+            with client.stream("GET", NODES, params=params) as stream:
+                assert stream.status_code == 200
+                # The client reads nothing while 200 large events are committed: the
+                # socket's buffers fill (about 13 MB against a few MB), then the queue.
+                big = "x" * (64 << 10)
                 with kube._lock:
                     for i in range(200):
-                        node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": f"n{i}"}}
+                        node = {
+                            "kind": "Node",
+                            "apiVersion": "v1",
+                            "metadata": {"name": f"n{i}", "annotations": {"pad": big}},
+                        }
                         kube._commit("nodes", ("", f"n{i}"), node)
-
-            t = threading.Thread(target=flood)
-            t.start()
-            events = watch(client, NODES, resourceVersion=rv, timeoutSeconds="30")
-            t.join()
-            # the stream ended at once (not at the 30 s deadline), without the 200 events
-            assert events == []
+                events = [json.loads(line) for line in stream.iter_lines() if line]
+            # the stream ended (not at the 30 s deadline) without the events it could not hold,
+            # and what it did send (none, when the flood came before the stream slept) is
+            # whole, in order
+            assert len(events) < 200
+            assert names(events) == [("ADDED", f"n{i}") for i in range(len(events))]
             assert kube.watches_open() == 0
+
+
+def test_events_sent_while_the_watch_sleeps_and_after_it_wakes_keep_their_order(
+    api: tuple[KubernetesEmulator, httpx.Client],
+) -> None:
+    """Events the writer sends straight to the socket and those the stream's thread
+    sends (after a bookmark woke it, or a short send) arrive once each, in order."""
+    kube, client = api
+    rv = kube.resource_version
+    steps: list[Callable[[], object]] = []
+    for i in range(60):
+        steps.append(lambda i=i: kube.add_node(f"n{i}"))
+        if i % 20 == 19:
+            steps.append(lambda: threading.Event().wait(0.3))  # a bookmark falls between
+    when_watching(kube, "nodes", *steps)
+    events = watch(
+        client,
+        NODES,
+        until=lambda ev: sum(e["type"] == "ADDED" for e in ev) >= 60,
+        resourceVersion=rv,
+        allowWatchBookmarks="true",
+        timeoutSeconds="20",
+    )
+    added = [n for t, n in names(events) if t == "ADDED"]
+    assert added == [f"n{i}" for i in range(60)]
+    assert any(e["type"] == "BOOKMARK" for e in events)
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs)
 
 
 def test_metadata_only_answers(api: tuple[KubernetesEmulator, httpx.Client]) -> None:

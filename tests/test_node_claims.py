@@ -247,6 +247,9 @@ def test_a_cut_or_expired_watch_frees_nothing(
     assert reclaim(store, view, grace=GRACE).freed == []
     # The watch is cut and the history dropped: the informer relists (410).
     kube.delete_pod("team", "w0-pod")  # its claim lives on
+    # a change this watch does not see moves the API's RV past the watch's last one, so
+    # the history dropped at that RV is history the watch would need: 410 on resume
+    kube.add_pod("elsewhere", "other-pod", node="node-z")
     kube.compact()
     kube.cut_watches()
     for _ in range(3):  # runs while the view may be between streams

@@ -247,7 +247,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _write_stream(self, response: Response, stream: Iterator[bytes]) -> None:
         """Send a streaming answer chunked, each piece as it comes (a watch).
 
-        The kit's shaping faults do not apply to it; a client that goes away
+        A stream with ``attach_socket(sock)`` may send on the socket itself
+        between pieces (it answers ``True`` when its pieces come as whole
+        chunks).  The kit's shaping faults do not apply to it; a client that goes away
         (a failed write) closes the iterator, so its ``finally`` runs now.
         """
         headers = {"Content-Type": response.content_type, **response.headers}
@@ -258,10 +260,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if name.lower() not in ("content-length", "transfer-encoding", "connection")
         )
         head_text += "Transfer-Encoding: chunked\r\n\r\n"
+        attach = getattr(stream, "attach_socket", None)
+        framed = bool(attach(self.connection)) if callable(attach) else False
         try:
             self.wfile.write(head_text.encode("latin-1"))
             for piece in stream:
-                if piece:
+                if piece and framed:
+                    self.wfile.write(piece)
+                elif piece:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
         except StreamAborted:

@@ -782,7 +782,10 @@ class KubernetesEmulator:
 
     def _count_objects(self, resource: str, verb: str, n: int) -> None:
         with self._lock:
-            self._served[(resource, verb)] += n
+            self._count_objects_locked(resource, verb, n)
+
+    def _count_objects_locked(self, resource: str, verb: str, n: int) -> None:
+        self._served[(resource, verb)] += n
 
     def _calls_answer(self, request: Request) -> Response:
         """``GET CALLS_PATH``: :meth:`served`; ``DELETE``: reset the counters, then the same.
@@ -1192,6 +1195,7 @@ class KubernetesEmulator:
             bookmark_interval=self.bookmark_interval,
             timeout=timeout,
             count=lambda n: self._count_objects(resource, "watch", n),
+            count_locked=lambda n: self._count_objects_locked(resource, "watch", n),
         )
         return Response(200, "", {}, "application/json", stream=stream)
 
