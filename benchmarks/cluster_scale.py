@@ -59,6 +59,7 @@ from typing import IO, Any
 NAMESPACE = "bench"
 POOL = "local-ipam"
 STEP_TIMEOUT = 1800.0  # seconds any one command to a worker may take
+NODES_PER_PROCESS = 125  # simulated nodes sharing one interpreter, by default
 HERE = Path(__file__).resolve().parent
 
 
@@ -118,6 +119,10 @@ def process_cpu_seconds(pid: int) -> float:
 #
 # The worker runs on whichever checkout PYTHONPATH names (this one, or --before's), so it
 # imports the project lazily and speaks JSON lines on stdin/stdout: one command, one answer.
+#
+# A worker holds many nodes; a sidecar holds one.  The threads of hundreds of nodes in one
+# interpreter would contend for its lock, a cost of the packing, not of the sidecar: the
+# default is a worker per NODES_PER_PROCESS nodes (at least one per core).
 
 
 class SimNode:
@@ -611,7 +616,10 @@ def startup(emu: Any, workers: Workers, args: argparse.Namespace, what: str) -> 
 def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
     label = f"before: {before}" if before else "this checkout"
     bad: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp, emulator(args) as emu:
+    with (
+        tempfile.TemporaryDirectory(prefix="cluster-scale-", dir=args.store_dir) as tmp,
+        emulator(args) as emu,
+    ):
         populate(emu, args.nodes, args.claims_per_node)
         kubeconfig = str(emu.write_kubeconfig(Path(tmp) / "kubeconfig"))
         m = args.nodes * args.claims_per_node
@@ -621,7 +629,7 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
             f"{args.scope}, range {args.range}, {args.latency * 1000:g} ms per API call, "
             f"bookmarks every {args.bookmark_interval:g} s, GC every {args.gc_interval:g} s, "
             f"{args.processes} worker process(es), at most {args.alloc_threads} node(s) "
-            "of each allocating at a time"
+            f"of each allocating at a time, stores under {tmp}"
         )
         workers = start_workers(args, emu, kubeconfig, Path(tmp), before)
         try:
@@ -837,7 +845,19 @@ def main() -> int:
         default=1000,
         help="nodes of one worker process allocating at a time (default 1000: all)",
     )
-    parser.add_argument("--processes", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help=f"worker processes (default: one per {NODES_PER_PROCESS} nodes, >= one per core)",
+    )
+    parser.add_argument(
+        "--store-dir",
+        default=None,
+        metavar="DIR",
+        help="where the nodes' SQLite stores live (default: a directory in /dev/shm when "
+        "there is one: each node has a disk of its own, this machine has one for all)",
+    )
     parser.add_argument(
         "--before",
         default=None,
@@ -846,7 +866,13 @@ def main() -> int:
         "checkout (e.g. a `git worktree add --detach DIR ba1cbc7`), for comparison",
     )
     args = parser.parse_args()
+    if args.processes is None:
+        cores = len(os.sched_getaffinity(0))
+        args.processes = max(cores, math.ceil(args.nodes / NODES_PER_PROCESS))
     args.processes = max(1, min(args.processes, args.nodes))
+    if args.store_dir is None and Path("/dev/shm").is_dir():
+        args.store_dir = "/dev/shm"
+
     if args.range is None:
         args.range = range_for(args.nodes * args.claims_per_node, 0.8)
     results: dict[str, Any] = {}
