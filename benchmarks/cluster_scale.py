@@ -549,7 +549,7 @@ def start_workers(
             "dir": str(work_dir),
             "gc_interval": args.gc_interval,
             "cluster_uid": emu.cluster_uid,
-            "start_threads": args.start_threads,
+            "start_threads": max(1, args.start_threads // args.processes),
             "alloc_threads": args.alloc_threads,
             "initial_jitter": args.initial_jitter,
             "grace": args.grace,
@@ -591,6 +591,20 @@ def steady(emu: Any, args: argparse.Namespace, label: str) -> dict[str, float]:
     print(f"    LISTs of cluster-wide collections in the window: {cluster_lists}")
     figures["cluster_lists"] = float(cluster_lists)
     return figures
+
+
+def settle_cpu(workers: Workers, at_least: float, limit: float = 120.0) -> float:
+    """Seconds waited (at least ``at_least``) until the nodes' CPU falls below a tenth
+    of a core over two seconds: the start's own work (first lists, claim resolution,
+    first collections) is done, so the allocation figures are the allocations' alone."""
+    t0 = time.monotonic()
+    time.sleep(at_least)
+    while time.monotonic() - t0 < limit:
+        cpu0 = workers.cpu()
+        time.sleep(2.0)
+        if workers.cpu() - cpu0 < 0.2:
+            break
+    return time.monotonic() - t0
 
 
 def startup(emu: Any, workers: Workers, args: argparse.Namespace, what: str) -> None:
@@ -636,6 +650,8 @@ def run(args: argparse.Namespace, before: str | None) -> dict[str, Any]:
             startup(emu, workers, args, "start")
             answers: dict[str, list[str]] = {}
             if args.scope == "cluster":
+                quiet = settle_cpu(workers, args.settle)
+                print(f"  (allocating after {quiet:.0f} s, when the start's work was done)")
                 meter = Meter(emu)
                 cpu0 = workers.cpu()
                 emu_cpu0 = time.process_time()
@@ -829,7 +845,9 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
     parser.add_argument("--range", default=None, help="CIDR (default: the claims fill <= 80%%)")
     parser.add_argument("--window", type=float, default=120.0, help="steady-state seconds")
-    parser.add_argument("--settle", type=float, default=5.0, help="seconds before the window")
+    parser.add_argument(
+        "--settle", type=float, default=5.0, help="seconds before allocating and before the window"
+    )
     parser.add_argument("--bookmark-interval", type=float, default=60.0)
     parser.add_argument("--gc-interval", type=float, default=20.0)
     parser.add_argument("--delete-fraction", type=float, default=0.05)
@@ -838,7 +856,12 @@ def main() -> int:
     parser.add_argument(
         "--grace", type=float, default=0.0, help="the collector's grace period in seconds"
     )
-    parser.add_argument("--start-threads", type=int, default=64)
+    parser.add_argument(
+        "--start-threads",
+        type=int,
+        default=128,
+        help="nodes starting at once, all workers together (a rollout's pace)",
+    )
     parser.add_argument(
         "--alloc-threads",
         type=int,
