@@ -641,3 +641,38 @@ def test_an_event_is_encoded_once_per_view_however_many_watch_it() -> None:
         {"type": "DELETED", "object": {"prev": True, "meta": False, "rv": 7}},
     ]
     assert all(line.endswith(b"\n") for line in lines[0])
+
+
+def test_a_watch_stream_closed_before_it_ran_closes_its_direct_socket() -> None:
+    """The server attaches the socket, then the client is gone before the first piece:
+    closing the stream releases the watch and the second descriptor it opened."""
+    import socket
+
+    from dranet_cloud.testing.kube_rules import FieldSelector, LabelSelector
+
+    kube = KubernetesEmulator()
+    hub = kube._hub
+    with kube._lock:
+        w = hub.open("nodes", namespace=None, labels=LabelSelector(""), fields=FieldSelector(""))
+    ours, theirs = socket.socketpair()
+    ours.settimeout(5.0)
+    try:
+        stream = hub.stream(
+            w,
+            [],
+            encode=lambda e, prev, meta: "{}",
+            bookmark=None,
+            bookmark_interval=60.0,
+            timeout=30.0,
+            count=lambda n: None,
+            count_locked=lambda n: None,
+        )
+        assert stream.attach_socket(ours) is True
+        sink = stream._sink
+        assert sink is not None and sink._sock.fileno() >= 0
+        stream.close()
+        assert sink._sock.fileno() == -1
+        assert hub.open_counts() == {}
+    finally:
+        ours.close()
+        theirs.close()

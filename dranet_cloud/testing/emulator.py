@@ -38,7 +38,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..logsafe import safe
 from .faults import Faults
 from .listen import UNIX_SCHEME, parse_listen
-from .messages import Handler, Headers, LoggedRequest, Request, Response, StreamAborted
+from .messages import (
+    Handler,
+    Headers,
+    LoggedRequest,
+    Request,
+    Response,
+    StreamAborted,
+    http_chunk,
+)
 
 __all__ = ["MAX_BODY_BYTES", "MAX_HEADERS", "MAX_LINE_BYTES", "Emulator"]
 
@@ -268,7 +276,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 if piece and framed:
                     self.wfile.write(piece)
                 elif piece:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(http_chunk(piece))
             self.wfile.write(b"0\r\n\r\n")
         except StreamAborted:
             self._abort()
@@ -312,8 +320,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif chunked:
             step = 16384
             for i in range(0, len(body), step):
-                piece = body[i : i + step]
-                payload.append(b"%x\r\n%s\r\n" % (len(piece), piece))
+                payload.append(http_chunk(body[i : i + step]))
             payload.append(b"0\r\n\r\n")
         else:
             payload.append(body)

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .kube_rules import FieldSelector, LabelSelector, field_value
-from .messages import StreamAborted
+from .messages import StreamAborted, http_chunk
 
 __all__ = [
     "Encoder",
@@ -189,7 +189,7 @@ class DirectSink:
     def send(self, line: bytes) -> bytes | None:
         """Send ``line`` as one chunk: ``None`` when all of it left, else the bytes
         still to send (the whole frame when nothing did or the peer is gone)."""
-        frame = b"%x\r\n%s\r\n" % (len(line), line)
+        frame = http_chunk(line)
         try:
             n = self._sock.send(frame)
         except OSError:  # full (BlockingIOError) or gone: the stream's thread finds out
@@ -198,7 +198,7 @@ class DirectSink:
         return None if n == len(frame) else frame[n:]
 
     def close(self) -> None:
-        self._sock.close()
+        self._sock.close()  # a second close is a no-op
 
 
 def _index_key(w: Watcher) -> Index | None:
@@ -371,11 +371,18 @@ class WatchHub:
 
     # --- the stream (its own thread; takes the lock itself) -----------------------------
 
-    def stream(self, w: Watcher, first: list[tuple[str, str]], **options: Any) -> WatchStream:
+    def stream(
+        self,
+        w: Watcher,
+        first: list[tuple[str, str]],
+        *,
+        count_locked: Callable[[int], None],
+        **options: Any,
+    ) -> WatchStream:
         """The watch's answer body, unregistered however it ends; ``options`` are
         :meth:`_lines`' keywords (encode, bookmark, bookmark_interval, timeout,
-        count, count_locked)."""
-        return WatchStream(self, w, options["encode"], options["count_locked"], options, first)
+        count); ``count_locked`` counts what a direct send sent, under the lock."""
+        return WatchStream(self, w, first, options, count_locked)
 
     def _lines(
         self,
@@ -387,7 +394,6 @@ class WatchHub:
         bookmark_interval: float,
         timeout: float,
         count: Callable[[int], None],
-        count_locked: Callable[[int], None],
         sink: DirectSink | None = None,
     ) -> Iterator[bytes]:
         """The watch's pieces: ``first`` (type, object JSON) pairs, then live events.
@@ -400,10 +406,9 @@ class WatchHub:
         client went away) unregisters the watch.  With a ``sink`` the pieces
         are whole chunks (the sink's tails among them); without, bare lines.
         """
-        del count_locked  # the sink counts what it sends
 
         def piece(data: bytes) -> bytes:
-            return b"%x\r\n%s\r\n" % (len(data), data) if sink is not None else data
+            return http_chunk(data) if sink is not None else data
 
         try:
             deadline = time.monotonic() + timeout
@@ -473,26 +478,25 @@ class WatchStream:
         self,
         hub: WatchHub,
         w: Watcher,
-        encode: Encoder,
-        count_locked: Callable[[int], None],
-        options: dict[str, Any],
         first: list[tuple[str, str]],
+        options: dict[str, Any],
+        count_locked: Callable[[int], None],
     ) -> None:
         self._hub = hub
         self._watcher = w
-        self._encode = encode
-        self._count_locked = count_locked
-        self._options = options
         self._first = first
+        self._options = options
+        self._count_locked = count_locked
+        self._sink: DirectSink | None = None
         self._lines: Iterator[bytes] | None = None
 
     def attach_socket(self, sock: socket.socket) -> bool:
         """Use ``sock`` for direct sends; ``True``: the pieces are whole chunks from now on."""
         if self._lines is not None:
             return False
-        sink = DirectSink.of(sock, self._encode, self._count_locked)
-        self._lines = self._hub._lines(self._watcher, self._first, sink=sink, **self._options)
-        return sink is not None
+        self._sink = DirectSink.of(sock, self._options["encode"], self._count_locked)
+        self._lines = self._hub._lines(self._watcher, self._first, sink=self._sink, **self._options)
+        return self._sink is not None
 
     def __iter__(self) -> WatchStream:
         return self
@@ -509,6 +513,8 @@ class WatchStream:
         with self._hub.lock:
             self._watcher.sink = None
             self._hub.close(self._watcher)
+        if self._sink is not None:
+            self._sink.close()  # the generator's own close skips this when it never ran
 
 
 def error_line(status: Mapping[str, Any]) -> bytes:

@@ -16,6 +16,11 @@ from typing import Any, TypeAlias
 __all__ = ["Handler", "Headers", "LoggedRequest", "Request", "Response", "StreamAborted"]
 
 
+def http_chunk(data: bytes) -> bytes:
+    """``data`` framed as one HTTP/1.1 chunk (size in hex, CRLF, data, CRLF)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 class StreamAborted(Exception):
     """Raised by a :attr:`Response.stream` to reset the connection mid-stream.
 
