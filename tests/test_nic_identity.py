@@ -279,7 +279,8 @@ def test_sqlite_keeps_the_claim_reference(tmp_path: Path) -> None:
     )
     with SqliteStore(tmp_path / "ipam.db") as store:
         store.allocate(Owner("p", "mac:" + MAC_A, "uid-1"), [V4], claim=claim)
-        store.reserve(Owner("p", "mac:" + MAC_A, "uid-2"), ["10.20.0.9/24"])
+        # the static address lies outside V4: the dynamic one (a random start) can never be it
+        store.reserve(Owner("p", "mac:" + MAC_A, "uid-2"), ["10.21.0.9/24"])
     with SqliteStore(tmp_path / "ipam.db") as store:
         by_uid = {a.owner.claim_uid: a.claim for a in store.list()}
     assert by_uid == {"uid-1": claim, "uid-2": None}
