@@ -318,3 +318,62 @@ def test_initial_jitter_delays_the_first_list(kube_client: KubeClient) -> None:
     assert not informer.wait_synced(0.05) or informer.stats.lists == 1
     informer.stop()  # the wait for the jitter ends at once too
     assert informer._thread is not None and not informer._thread.is_alive()
+
+
+def test_a_widened_selector_lists_only_what_it_adds_and_loses_no_event(
+    kube: KubernetesEmulator, kube_client: KubeClient, informers: list[Informer]
+) -> None:
+    kube.add_ip_address("10.0.0.1", labels={"pool": "a"})
+    kube.add_ip_address("10.0.0.2", labels={"pool": "b"})
+    kube.add_ip_address("10.0.0.9", labels={"pool": "c"})
+    seen = Recorder()
+    informer = start(
+        informers, kube_client, IPADDRESSES, label_selector="pool in (a)", on_event=seen
+    )
+    assert informer.listed == 0
+    ticket = informer.widen("pool in (a,b)", "pool in (b)")
+    assert ticket == 1
+    eventually(lambda: informer.listed >= ticket, "the added part listed")
+    assert sorted(informer.keys()) == ["10.0.0.1", "10.0.0.2"]
+    stats = informer.stats
+    # Two lists: the first (one object) and the added part alone (one object).
+    assert (stats.lists, stats.list_objects, stats.widenings, stats.relists) == (2, 2, 1, 0)
+    lists = kube.calls()["list"]
+    kube.add_ip_address("10.0.0.3", labels={"pool": "a"})  # both parts are watched
+    kube.add_ip_address("10.0.0.4", labels={"pool": "b"})
+    kube.add_ip_address("10.0.0.5", labels={"pool": "c"})
+    eventually(lambda: seen.seen("ADDED", "10.0.0.4"), "an event of the added part")
+    eventually(lambda: seen.seen("ADDED", "10.0.0.3"), "an event of the old part")
+    assert not seen.seen("ADDED", "10.0.0.5") and not seen.seen("ADDED", "10.0.0.9")
+    assert kube.calls()["list"] == lists  # no relist of the old part
+    assert informer.widen("pool in (a,b)", "pool in (b)") == ticket  # nothing new
+
+
+def test_a_widening_keeps_the_old_parts_events_of_its_list_time(
+    kube: KubernetesEmulator,
+    kube_client: KubeClient,
+    informers: list[Informer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The old part changes after the stream was cut for the widening and before the
+    # added part's list: the list's resourceVersion is past that change, and only a
+    # watch resumed from where the informer stood brings it.
+    kube.add_ip_address("10.0.0.1", labels={"pool": "a"})
+    kube.add_ip_address("10.0.0.2", labels={"pool": "b"})
+    seen = Recorder()
+    informer = start(
+        informers, kube_client, IPADDRESSES, label_selector="pool in (a)", on_event=seen
+    )
+    real = kube_client.list_objects
+
+    def list_after_a_change(*args: Any, **kw: Any) -> Any:
+        if kw.get("not_older_than"):
+            kube.delete_ip_address("10.0.0.1")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(kube_client, "list_objects", list_after_a_change)
+    ticket = informer.widen("pool in (a,b)", "pool in (b)")
+    eventually(lambda: informer.listed >= ticket, "the added part listed")
+    eventually(lambda: seen.seen("DELETED", "10.0.0.1"), "the old part's delete")
+    assert informer.keys() == ["10.0.0.2"]
+    assert informer.stats.relists == 0

@@ -463,7 +463,7 @@ class ClusterIpam:
         with self._calls_lock:
             for kind, n in self.calls.items():
                 stats[f"calls_{kind}"] = n
-        for key in ("lists", "list_objects", "watches", "events", "relists", "errors"):
+        for key in ("lists", "list_objects", "watches", "events", "relists", "widenings", "errors"):
             stats[f"informer_{key}"] = sum(int(v.get(key, 0)) for v in self.view_states())
         return stats
 
@@ -927,7 +927,7 @@ class ClusterIpam:
         if watch is None:
             return
         offset = row.value - watch.view.lo
-        if offset % 64 >= 48 and offset + 64 < watch.range.size:
+        if offset % BLOCK_SIZE >= BLOCK_SIZE * 3 // 4 and offset + BLOCK_SIZE < watch.range.size:
             watch.watch([watch.block_of(row.value) + 1])
 
     def _create_failed(self, row: JournalRow, exc: Exception) -> NoReturn:

@@ -8,8 +8,8 @@ range is ONE :class:`~dranet_cloud.kube.informer.Informer` with the label
 selector ``block in (...)`` over the blocks it uses: the block of its home
 address, the blocks of its journal's rows and of its own objects, and the
 block it is allocating from.  Moving on to a new block widens the selector
-(the informer lists the watched blocks again, from the watch cache, and
-watches on).
+(:meth:`~dranet_cloud.kube.informer.Informer.widen`: the informer lists the
+new block alone, from the watch cache, and watches on from where it was).
 
 What the informer stores feeds the :class:`~.cluster_journal.RangeView` the
 candidate search merges with the journal; a DELETED event of an object is
@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..logsafe import safe
-from .cluster_api import NODE_ANNOTATION, NODE_LABEL, block_index, block_selector, range_id
+from .cluster_api import (
+    BLOCK_SIZE,
+    NODE_ANNOTATION,
+    NODE_LABEL,
+    block_index,
+    block_selector,
+    range_id,
+)
 from .cluster_journal import RangeView
 
 if TYPE_CHECKING:
@@ -42,11 +49,6 @@ log = logging.getLogger(__name__)
 MANY_BLOCKS = 256
 
 InformerFactory = Callable[..., "Informer"]
-
-
-def _lists(informer: Informer) -> int:
-    """Lists the informer completed (a relist after a selector change included)."""
-    return int(informer.stats.lists) + int(informer.stats.relists)
 
 
 class RangeWatch:
@@ -82,8 +84,8 @@ class RangeWatch:
         self._lock = threading.Lock()
         self.lock = self._lock  # readers of ``blocks`` outside this class hold it too
         self.blocks: set[int] = set()
-        # Block -> the informer's list count when it was added: the block is
-        # in the store once a list completed after that.
+        # Block -> the number of the informer's selector change that added it: the
+        # block is in the store once the informer has listed that change.
         self._since: dict[int, int] = {}
         self._informer: Informer | None = None
         self._stopped = False
@@ -99,16 +101,14 @@ class RangeWatch:
         with self._lock:
             if self._stopped:
                 return False
-            new = {b for b in blocks if 0 <= b * 64 < self.range.size} - self.blocks
+            new = {b for b in blocks if 0 <= b * BLOCK_SIZE < self.range.size} - self.blocks
             if not new:
                 return False
             self.blocks |= new
             selector = block_selector(self.range, self.blocks)
             informer = self._informer
-            lists = _lists(informer) if informer is not None else 0
-            for b in new:
-                self._since[b] = lists
             if informer is None:
+                ticket = 0  # the constructor's selector
                 self._informer = self._make(
                     label_selector=selector,
                     name=f"ipaddresses of {self.range}",
@@ -117,7 +117,9 @@ class RangeWatch:
                 )
                 self._informer.start()
             else:
-                informer.set_selectors(label_selector=selector)
+                ticket = informer.widen(selector, block_selector(self.range, new))
+            for b in new:
+                self._since[b] = ticket
             if len(self.blocks) > MANY_BLOCKS and not self._warned_many:
                 self._warned_many = True
                 log.warning(
@@ -142,14 +144,14 @@ class RangeWatch:
             since = self._since.get(block)
         if informer is None or since is None or not informer.synced:
             return False
-        return _lists(informer) > since
+        return informer.listed >= since
 
     def synced_all(self) -> bool:
         """Whether every watched block is in the store (a list completed after it was added)."""
         with self._lock:
             informer = self._informer
             since = max(self._since.values(), default=0)
-        return informer is not None and informer.synced and _lists(informer) > since
+        return informer is not None and informer.synced and informer.listed >= since
 
     def wait_covered(self, value: int, timeout: float) -> bool:
         """Wait (bounded) until :meth:`covers` ``value``; False on the deadline."""
@@ -237,6 +239,7 @@ class RangeWatch:
             watches=stats.watches,
             events=stats.events,
             relists=stats.relists,
+            widenings=stats.widenings,
             errors=stats.errors,
         )
         return doc

@@ -433,6 +433,7 @@ class KubeClient:
         label_selector: str = "",
         field_selector: str = "",
         resource_version: str = "",
+        not_older_than: bool = False,
         metadata_only: bool = False,
         page_size: int = DEFAULT_PAGE_SIZE,
         deadline: float | None = None,
@@ -444,7 +445,10 @@ class KubeClient:
 
         ``resource_version="0"`` lets the API server answer from its watch
         cache (what a thousand nodes starting at once must use); ``""`` is a
-        consistent read from storage.  Follows ``continue`` to the last page
+        consistent read from storage; ``not_older_than`` asks for a state no
+        older than ``resource_version`` (``resourceVersionMatch=NotOlderThan``,
+        from the watch cache too): what an informer that widens its selector
+        lists, so that it can watch on from where it was.  Follows ``continue`` to the last page
         within one deadline (a continued page carries no resourceVersion, as
         the API requires); ``410 Expired`` on a continue starts the list over,
         at most ``max_restarts`` times.  Never a part: a failure raises
@@ -459,7 +463,9 @@ class KubeClient:
         headers = {"Accept": METADATA_LIST_ACCEPT} if metadata_only else None
 
         def attempt() -> tuple[list[dict[str, Any]], str]:
-            return self._pages(path, selectors, resource_version, headers, page_size)
+            return self._pages(
+                path, selectors, resource_version, headers, page_size, not_older_than
+            )
 
         found, _ = self._restarting(what, deadline, max_restarts, attempt, needs=needs)
         return found
@@ -471,6 +477,7 @@ class KubeClient:
         resource_version: str,
         headers: Mapping[str, str] | None,
         page_size: int,
+        not_older_than: bool = False,
     ) -> tuple[list[dict[str, Any]], str]:
         """Every page of one list (no restart): the items and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
@@ -483,6 +490,8 @@ class KubeClient:
                 params["continue"] = token
             elif resource_version:
                 params["resourceVersion"] = resource_version
+                if not_older_than:
+                    params["resourceVersionMatch"] = "NotOlderThan"
             page = self._request("GET", path, params=params, headers=headers)
             if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
                 raise ValueError("the answer is not a list of objects")

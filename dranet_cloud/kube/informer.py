@@ -24,6 +24,15 @@ size of the cluster.  This is client-go's informer pattern, kept small:
   compared with the old store and the differences are handed to ``on_event``
   as DELETED/ADDED/MODIFIED, so a handler never misses a change that happened
   while no stream was open.
+* **Widen without relisting** (:meth:`Informer.widen`): a selector that only
+  adds objects (a range view taking on one more block) lists just the added
+  part, no older than the resourceVersion the informer stands at
+  (``resourceVersionMatch=NotOlderThan``, from the watch cache), merges it
+  into the store and watches the union on from that same resourceVersion: the
+  events of the old part are not lost, those of the added part that the list
+  already holds are replayed in order (a handler sees history, never a
+  state older than the store).  A node that moves on to a new block costs
+  the API that block, not every block it watched before.
 * **Bounds.**  Errors back off exponentially with jitter (never a tight loop);
   every socket read waits at most :data:`WATCH_READ_TIMEOUT` (longer than the
   minute between bookmarks) and a stream ends by its ``timeoutSeconds`` plus
@@ -116,6 +125,7 @@ class InformerStats:
     events: int = 0  # ADDED/MODIFIED/DELETED events received on streams
     bookmarks: int = 0
     relists: int = 0  # lists after 410 Gone (or a selector change)
+    widenings: int = 0  # lists of only what a widened selector added (counted in lists too)
     errors: int = 0  # failed lists and watches, cut streams, refused lines
 
 
@@ -174,6 +184,12 @@ class Informer:
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._relist = False  # set_selectors asked for a new list
+        # Selector changes are numbered: ``_ticket`` is the newest, ``_listed`` the newest
+        # whose objects are all in the store (-1 before the first list); ``_more`` holds
+        # the added selectors of widenings not listed yet.
+        self._ticket = 0
+        self._listed = -1
+        self._more: list[str] = []
         self._stream: LineStream | None = None
         self._thread: threading.Thread | None = None
 
@@ -235,10 +251,21 @@ class Informer:
         with self._lock:
             return list(self._store)
 
+    @property
+    def listed(self) -> int:
+        """The newest selector change (as :meth:`set_selectors` and :meth:`widen` number
+        them; 0 is the constructor's) whose objects are all in the store; -1 before the
+        first list."""
+        return self._listed
+
     def set_selectors(
         self, *, label_selector: str | None = None, field_selector: str | None = None
-    ) -> None:
-        """Watch with new selectors: the informer lists again and reports the differences."""
+    ) -> int:
+        """Watch with new selectors: the informer lists again and reports the differences.
+
+        Returns the change's number: the store holds its objects once
+        :attr:`listed` reaches it.
+        """
         with self._lock:
             changed = False
             if label_selector is not None and label_selector != self.label_selector:
@@ -246,9 +273,32 @@ class Informer:
             if field_selector is not None and field_selector != self.field_selector:
                 self.field_selector, changed = field_selector, True
             if changed:
+                self._ticket += 1
                 self._relist = True
+                self._more.clear()
+            ticket = self._ticket
         if changed:
             self._abort_stream()
+        return ticket
+
+    def widen(self, label_selector: str, added: str) -> int:
+        """Watch with ``label_selector``: the current one or ``added``, nothing less.
+
+        The caller vouches that every object matching ``label_selector`` matches
+        the current selector or ``added``; the informer then lists only
+        ``added`` and watches on from where it stands (see the module's
+        docstring).  Returns the change's number, as :meth:`set_selectors` does.
+        """
+        with self._lock:
+            if label_selector == self.label_selector:
+                return self._ticket
+            self.label_selector = label_selector
+            self._ticket += 1
+            if not self._relist:
+                self._more.append(added)
+            ticket = self._ticket
+        self._abort_stream()
+        return ticket
 
     # --- the loop --------------------------------------------------------------------
 
@@ -259,15 +309,22 @@ class Informer:
             return
         failures = 0
         must_list = True
+        more: list[str] = []
         while not self._stopping.is_set():
             try:
                 with self._lock:
                     relist, self._relist = self._relist, False
+                    more, self._more = self._more, []
+                    upto = self._ticket
                 if must_list or relist:
                     must_list = True
-                    self._list()
+                    self._list(upto)
                     must_list = False
                     failures = 0
+                elif more:
+                    self._list_more(more, upto)
+                    failures = 0
+                more = []
                 started = time.monotonic()
                 delivered = self._watch()
                 if delivered:
@@ -295,6 +352,8 @@ class Informer:
                     break
                 if exc.status == 410:
                     must_list = True
+                elif more and not must_list:
+                    self._requeue(more)  # a failed widening is listed again after the pause
                 self._failed(str(exc))
                 self._pause(failures)
                 failures += 1
@@ -302,9 +361,16 @@ class Informer:
                 if self._stopping.is_set():
                     break
                 log.exception("kubernetes: informer %s failed unexpectedly", self.name)
+                if more and not must_list:
+                    self._requeue(more)
                 self._failed(f"kubernetes: informer {self.name}: {type(exc).__name__}: {exc}")
                 self._pause(failures)
                 failures += 1
+
+    def _requeue(self, more: list[str]) -> None:
+        with self._lock:
+            if not self._relist:
+                self._more[:0] = more
 
     def _pause(self, failures: int) -> None:
         low, high = self.backoff
@@ -356,7 +422,7 @@ class Informer:
 
     # --- LIST ------------------------------------------------------------------------
 
-    def _list(self) -> None:
+    def _list(self, upto: int) -> None:
         selectors = self._selectors()
         relist = self._synced.is_set()
         items, rv = self.client.list_objects(
@@ -393,7 +459,44 @@ class Informer:
                 self._emit("ADDED", obj)
             elif _rv_of(before) != _rv_of(obj):
                 self._emit("MODIFIED", obj)
+        self._listed = max(self._listed, upto)
         self._synced.set()  # after the handlers saw the list: their state is complete too
+
+    def _list_more(self, more: list[str], upto: int) -> None:
+        """List what widenings added, from where the informer stands, into the store."""
+        field = self._selectors().get("fieldSelector", "")
+        found: dict[str, dict[str, Any]] = {}
+        for added in more:
+            items, _rv = self.client.list_objects(
+                self.resource.path(self.namespace),
+                label_selector=added,
+                field_selector=field,
+                resource_version=self.resource_version,
+                not_older_than=True,
+                metadata_only=self.metadata_only,
+                deadline=max(LIST_DEADLINE, self.client.timeout),
+                what=f"list {self._describe()} (widened by labelSelector={safe(added, 120)})",
+                needs=f"list and watch on {self.resource.qualified}",
+            )
+            self.stats.lists += 1
+            self.stats.widenings += 1
+            self.stats.list_objects += len(items)
+            for obj in items:
+                found[self._key(obj)] = obj
+        changed: list[tuple[str, dict[str, Any]]] = []
+        with self._lock:
+            for key, obj in found.items():
+                before = self._store.get(key)
+                self._store[key] = obj
+                if before is None:
+                    changed.append(("ADDED", obj))
+                elif _rv_of(before) != _rv_of(obj):
+                    changed.append(("MODIFIED", obj))
+        # The resourceVersion stays where it was: the watch goes on from there, and
+        # brings the events of the old part that happened while this list ran.
+        for kind, obj in changed:
+            self._emit(kind, obj)
+        self._listed = max(self._listed, upto)
 
     # --- WATCH -----------------------------------------------------------------------
 
@@ -428,7 +531,7 @@ class Informer:
                 with self._lock:
                     self._stream = stream
                 try:
-                    if self._stopping.is_set() or self._relist:
+                    if self._stopping.is_set() or self._relist or self._more:
                         return False
                     for line in stream.lines():
                         event = msgspec.json.decode(line)

@@ -253,7 +253,8 @@ _CLUSTER_COUNTERS = {
     "informer_list_objects": "objects those lists served",
     "informer_watches": "watch streams the range views opened",
     "informer_events": "watch events the range views received",
-    "informer_relists": "relists of the range views (410 Gone or new blocks)",
+    "informer_relists": "relists of the range views (410 Gone)",
+    "informer_widenings": "lists of a new block alone, when a range view takes one on",
     "informer_errors": "failed lists and watches of the range views",
 }
 _RECLAIMER_COUNTERS = {
