@@ -15,11 +15,13 @@ is ``firstresult``.  Which hooks a plugin implements decides its roles:
 
 Devices: the host resolves the ``DeviceIdentifiers`` DRANET sent (an
 interface name, a DRA device name such as ``pci-0000-00-05-0``, a MAC or a
-PCI address alone) to the local NIC and passes the hooks that NIC's
+PCI address alone) to the local NIC once and passes the hooks that NIC's
 interface name (``""`` for a PCI function with no netdev), MAC and PCI
-address.  A plugin that reads the node goes through
-:func:`dranet_cloud.nic.resolve_nic`, never through ``device.name``, and keys
-nothing by the name alone (:func:`dranet_cloud.nic.nic_owner` for IPAM).
+address, carrying the NIC itself (:class:`dranet_cloud.nic.ResolvedDevice`).
+A plugin that reads the node goes through :func:`dranet_cloud.nic.resolve_nic`
+(which answers with the carried NIC), never through ``device.name``, and keys
+nothing by the name alone (:func:`dranet_cloud.subinterface.subinterface_owner`
+for IPAM).
 
 Errors: raise :mod:`dranet_cloud.errors` types.  ``ProviderUnavailable`` for
 an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.

@@ -9,8 +9,10 @@ history shape it:
   (``ProviderInitError``), so a misconfigured node never becomes ready and
   fails later at claim time; an auto-detected one that fails is only logged,
   so nodes that worked without a provider keep working;
-* teardown never raises: ``release`` reports failure, the provider owns
-  reclaiming what a failed release left behind.
+* teardown does not fail a claim: ``release`` reports a plugin's failure as
+  ``False`` and the provider owns reclaiming what it left behind (the one
+  exception it lets through is :class:`WouldBlock`, so a server runs the
+  release again where it may wait for the store).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from .models import (
     NetworkConfig,
     describe_validation_error,
 )
-from .nic import LocalNic, resolve_nic
+from .nic import LocalNic, ResolvedDevice, resolve_device
 from .plugins import PluginRegistry
 from .validation import validate_network_config
 
@@ -306,20 +308,16 @@ class ProviderHost:
 
     # --- devices -------------------------------------------------------------
 
-    def resolve(self, device: DeviceIdentifiers) -> LocalNic:
-        """The local NIC ``device`` means (MAC, then PCI address, then name)."""
-        return resolve_nic(self.context.host_root, device)
+    def resolve(self, device: DeviceIdentifiers) -> ResolvedDevice:
+        """``device`` resolved to the local NIC it means (MAC, then PCI address, then name).
 
-    def _resolved(self, device: DeviceIdentifiers) -> tuple[str, DeviceIdentifiers]:
-        """(cache key, identifiers for plugins) for ``device``.
-
-        Plugins get the interface name, MAC and PCI address of the NIC the
-        identifiers resolve to, whatever form DRANET used (interface name,
-        DRA device name, MAC only, PCI only), so their answers do not depend
-        on the form.
+        Plugins get the interface name, MAC and PCI address of that NIC,
+        whatever form DRANET used (interface name, DRA device name, MAC only,
+        PCI only), so their answers do not depend on the form; the identifiers
+        carry the NIC (``.nic``, its ``identity`` the cache key), so nothing
+        after this resolves it again.  Resolving a resolved device reads nothing.
         """
-        nic = self.resolve(device)
-        return nic.identity, nic.identifiers()
+        return resolve_device(self.context.host_root, device)
 
     def _refresh_if_unknown(self, device: DeviceIdentifiers) -> InstanceSnapshot | None:
         """Reload the cloud snapshot when ``device``'s MAC is new to it (hot-attach).
@@ -384,7 +382,8 @@ class ProviderHost:
     def device_attributes(self, device: DeviceIdentifiers) -> AttributeMap:
         """Validated attributes from the cloud plugin plus every enricher."""
         self._require_started()
-        key, device = self._resolved(device)
+        device = self.resolve(device)
+        key = device.nic.identity
         with self._lock:
             if key in self._attr_cache:
                 return dict(self._attr_cache[key])
@@ -443,7 +442,7 @@ class ProviderHost:
 
     def attribute_budget(self, device: DeviceIdentifiers) -> dict[str, Any]:
         """DRANET's count, the providers' budget and what was dropped, for ``describe``."""
-        _key, device = self._resolved(device)  # drops are recorded under the resolved NIC
+        device = self.resolve(device)  # drops are recorded under the resolved NIC
         budget: DeviceBudget = self.budget.for_device(self.context.host_root, device)
         return {**budget.to_json(), "dropped": list(self.budget.dropped(budget))}
 
@@ -452,7 +451,8 @@ class ProviderHost:
         self._require_started()
         if self.cloud is None or not self._serves(self.cloud, "cloud"):
             return None
-        key, device = self._resolved(device)
+        device = self.resolve(device)
+        key = device.nic.identity
         with self._lock:
             if key in self._config_cache:
                 cached = self._config_cache[key]
@@ -527,10 +527,9 @@ class ProviderHost:
 
         def call() -> NetworkConfig | None:
             inst = self._instances.get(plugin)
-            nic = self.resolve(device)
-            if not nic.found:
-                self._unseen_nic(nic, device, ref.uid)
-            resolved = nic.identifiers()
+            resolved = self.resolve(device)
+            if not resolved.nic.found:
+                self._unseen_nic(resolved.nic, device, ref.uid)
             result = self.registry.call(
                 plugin,
                 "profile_config",
@@ -564,7 +563,9 @@ class ProviderHost:
         before the profile is asked (so an invalid claim allocates nothing) and
         again after; if only the profile's answer made it invalid, what the
         profile allocated is released before the claim is denied.
+        The NIC is resolved once, here, for all three steps.
         """
+        device = self.resolve(device)
         merged = self._validated(
             merge_network_config(user_config, self.device_config(device)), device
         )
@@ -666,7 +667,10 @@ class ProviderHost:
         *,
         claim: ClaimReference | None = None,
     ) -> bool:
-        """Best-effort release; never raises (teardown must not block).
+        """Best-effort release: a plugin's failure is logged and answered ``False``.
+
+        Only :class:`WouldBlock` propagates (the server runs the release again
+        where it may wait); teardown must not block.
 
         The plugin is chosen by the config's profile; without one every
         profile plugin is asked, since releasing by owner is idempotent.
@@ -676,8 +680,8 @@ class ProviderHost:
         plugins = self.release_plugins(config)
         ok = True
         try:
-            _key, device = self._resolved(device)
-        except Exception as exc:  # teardown never raises; the plugin resolves again
+            device = self.resolve(device)
+        except Exception as exc:  # the plugin gets the identifiers as sent
             log.warning("device %s: could not resolve it on this node: %s", device.label(), exc)
         for plugin in plugins:
             try:

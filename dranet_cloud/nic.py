@@ -20,31 +20,29 @@ IPAM owners, plus :attr:`LocalNic.keys`, every form the NIC may be known by,
 so an allocation made under one form is found under any other.
 
 Resolution reads a handful of sysfs files on every call and caches nothing:
-a cached view is exactly what hands one NIC's answer to another.
+a cached view is exactly what hands one NIC's answer to another.  The host
+resolves a claim's device once and passes the result along with the
+identifiers (:class:`ResolvedDevice`), so one call reads sysfs once.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import contextvars
 import functools
 import logging
 import re
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import PrivateAttr
 
 from .hwaddr import link_address, normalize_mac
 from .logsafe import WarnOnce
 from .models import DeviceIdentifiers
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from .hostroot import HostRoot
-    from .ipam.base import Owner
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +224,8 @@ class LocalNic:
     def keys(self) -> frozenset[str]:
         """Every key this NIC may have been recorded under (the identity included).
 
-        Computed once per resolution: a memoized NIC answers every request
-        for a second, and each of them asks.
+        Computed once per resolution: the host, the attribute budget and the
+        IPAM owner of one call each ask.
         """
         keys = {self.identity}
         if self.mac and not self.mac_shared:
@@ -379,72 +377,66 @@ def described_nic(device: DeviceIdentifiers) -> LocalNic:
     )
 
 
-_MemoKey = tuple[int, str, str, str]
+class ResolvedDevice(DeviceIdentifiers):
+    """The identifiers of a NIC already resolved on a host root, carrying that NIC.
 
-
-class ResolutionMemo:
-    """Resolved NICs kept for ``ttl`` seconds (at most ``max_entries``).
-
-    The host, the plugin and the IPAM owner each resolve the same NIC during
-    one call, and a server resolves it again for every kubelet retry: the
-    sysfs walk was about 40 % of a retry's cost.  A NIC's identity (its MAC,
-    else PCI address) does not change in a second; a memo of ``ttl=0`` lasts
-    only for the scope it is used in.
+    The host resolves a claim's device once and hands plugins this (the
+    hookspecs' ``device`` argument is still a :class:`DeviceIdentifiers`):
+    :func:`resolve_nic` on the same host root answers with :attr:`nic`
+    without reading sysfs, so the plugin, the attribute budget and the IPAM
+    owner all see the NIC the host saw.  It compares equal to plain
+    identifiers with the same fields.
     """
 
-    def __init__(self, ttl: float = 0.0, max_entries: int = 4096) -> None:
-        self.ttl = ttl
-        self.max_entries = max_entries
-        self._entries: dict[_MemoKey, tuple[float, LocalNic]] = {}
+    _nic: LocalNic | None = PrivateAttr(default=None)
+    _root: HostRoot | None = PrivateAttr(default=None)
 
-    def get(self, key: _MemoKey) -> LocalNic | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        born, nic = entry
-        if self.ttl and time.monotonic() - born > self.ttl:
-            return None
-        return nic
+    @classmethod
+    def of(cls, host_root: HostRoot, nic: LocalNic) -> ResolvedDevice:
+        ids = nic.identifiers()
+        out = cls.model_construct(name=ids.name, mac_address=ids.mac, pci_address=ids.pci_address)
+        out._nic, out._root = nic, host_root
+        return out
 
-    def put(self, key: _MemoKey, nic: LocalNic) -> None:
-        if len(self._entries) >= self.max_entries:
-            self._entries.clear()  # bounded; rebuilt from sysfs as needed
-        self._entries[key] = (time.monotonic(), nic)
+    @property
+    def nic(self) -> LocalNic:
+        assert self._nic is not None, "ResolvedDevice built without ResolvedDevice.of"
+        return self._nic
+
+    def resolved_on(self, host_root: HostRoot) -> LocalNic | None:
+        """The carried NIC when it was resolved on ``host_root``, else ``None``."""
+        return self._nic if self._root is host_root else None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeviceIdentifiers):
+            return NotImplemented
+        return (self.name, self.mac_address, self.pci_address) == (
+            other.name,
+            other.mac_address,
+            other.pci_address,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every model
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ResolvedDevice:
+        """A copy carrying the same NIC (immutable) on the same host root (shared)."""
+        return self if self._nic is None or self._root is None else self.of(self._root, self._nic)
 
 
-_MEMO: contextvars.ContextVar[ResolutionMemo | None] = contextvars.ContextVar(
-    "dranet_cloud_nic_memo", default=None
-)
-
-
-@contextlib.contextmanager
-def resolution_scope(memo: ResolutionMemo | None = None) -> Iterator[None]:
-    """Within the block, :func:`resolve_nic` answers from ``memo`` (a fresh one by default).
-
-    A fresh memo shares one resolution per distinct device within the block
-    (one request); a long-lived memo with a ``ttl`` also spans requests.
-    """
-    if _MEMO.get() is not None:
-        yield
-        return
-    token = _MEMO.set(memo if memo is not None else ResolutionMemo())
-    try:
-        yield
-    finally:
-        _MEMO.reset(token)
+def resolve_device(host_root: HostRoot, device: DeviceIdentifiers) -> ResolvedDevice:
+    """``device`` resolved on ``host_root`` (at most one resolution, however often asked)."""
+    if isinstance(device, ResolvedDevice) and device.resolved_on(host_root) is not None:
+        return device
+    return ResolvedDevice.of(host_root, resolve_nic(host_root, device))
 
 
 def resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
-    """The local NIC ``device`` means (memoized within a :func:`resolution_scope`)."""
-    memo = _MEMO.get()
-    if memo is None:
-        return _resolve_nic(host_root, device)
-    key = (id(host_root), device.mac_address or "", device.pci_address or "", device.name or "")
-    nic = memo.get(key)
-    if nic is None:
-        nic = _resolve_nic(host_root, device)
-        memo.put(key, nic)
-    return nic
+    """The local NIC ``device`` means; the carried one for a :class:`ResolvedDevice`."""
+    if isinstance(device, ResolvedDevice):
+        nic = device.resolved_on(host_root)
+        if nic is not None:
+            return nic
+    return _resolve_nic(host_root, device)
 
 
 def _resolve_nic(host_root: HostRoot, device: DeviceIdentifiers) -> LocalNic:
@@ -586,16 +578,3 @@ def local_nics(host_root: HostRoot) -> list[LocalNic]:
         if klass.startswith(_NETWORK_CLASS_PREFIX) or pci in rdma or driver in _NO_NETDEV_DRIVERS:
             nics.append(LocalNic(ifname=None, mac=None, pci_address=pci, found=True, driver=driver))
     return nics
-
-
-def nic_owner(host_root: HostRoot, pool: str, device: DeviceIdentifiers, claim_uid: str) -> Owner:
-    """The IPAM owner for a claim on the NIC ``device`` means, in ``pool``.
-
-    Keyed by the NIC's identity and carrying every key it is known by, so the
-    same NIC under its interface name, DRA device name, MAC or PCI address is
-    one owner (see :func:`dranet_cloud.ipam.base.linked`).
-    """
-    from .ipam.base import Owner
-
-    nic = resolve_nic(host_root, device)
-    return Owner(pool, nic.identity, claim_uid, nic.keys)

@@ -18,7 +18,8 @@ cloud specific.  Keeping the order here stops the copies from drifting:
    ``allocate`` routine.
 
 Every allocation is owned by the claim on the NIC's stable identity
-(:func:`dranet_cloud.nic.nic_owner`: MAC, else PCI address, else name): a
+(:meth:`dranet_cloud.ipam.base.Owner.for_nic`: MAC, else PCI address, else
+name; the NIC the host resolved, carried by ``device``): a
 kubelet retry of the same claim gets the same addresses whatever name DRANET
 sends, and release frees by owner whatever the config says by then.  The
 claim reference (namespace, name, pods when gen2 DRANET sent them) is
@@ -49,7 +50,7 @@ from .models import (
     InterfaceConfig,
     NetworkConfig,
 )
-from .nic import nic_owner
+from .nic import resolve_nic
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,12 @@ def parse_one(pool: str, text: str) -> IPAddress:
 def subinterface_owner(
     context: ProviderContext, pool: str, device: DeviceIdentifiers, claim_uid: str
 ) -> Owner:
-    """Who holds a claim's addresses on a device, for ``pool`` (plugin name)."""
-    return nic_owner(context.host_root, pool, device, claim_uid)
+    """Who holds a claim's addresses on a device, for ``pool`` (plugin name).
+
+    ``device`` is what the host passed the hook: it carries the NIC the host
+    resolved, so this reads nothing from sysfs.
+    """
+    return Owner.for_nic(pool, resolve_nic(context.host_root, device), claim_uid)
 
 
 def subinterface_profile(

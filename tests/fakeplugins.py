@@ -17,7 +17,7 @@ from dranet_cloud.models import (
     InterfaceConfig,
     NetworkConfig,
 )
-from dranet_cloud.nic import nic_owner
+from dranet_cloud.subinterface import subinterface_owner
 from dranet_cloud.testing import Emulator, Request, Response, tree_response
 
 ENDPOINT_VAR = "FAKECLOUD_ENDPOINT"
@@ -110,7 +110,7 @@ class FakeProfile:
         if config.profile == "forbidden":
             raise ProfileDenied("profile 'forbidden' is not allowed here", status=409)
         addrs = context.ipam.allocate(
-            nic_owner(context.host_root, "fakeprofile", device, claim_uid),
+            subinterface_owner(context, "fakeprofile", device, claim_uid),
             [ip_range_from_cidr("10.99.0.0/24")],
         )
         return NetworkConfig(interface=InterfaceConfig(addresses=addrs))
@@ -126,7 +126,7 @@ class FakeProfile:
     ) -> bool:
         if claim_uid == "explode":
             raise RuntimeError("backend gone")
-        context.ipam.release(nic_owner(context.host_root, "fakeprofile", device, claim_uid))
+        context.ipam.release(subinterface_owner(context, "fakeprofile", device, claim_uid))
         return True
 
 

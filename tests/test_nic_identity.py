@@ -27,7 +27,6 @@ from dranet_cloud.nic import (
     dra_device_name,
     dra_interface_name,
     local_nics,
-    nic_owner,
     resolve_nic,
 )
 from dranet_cloud.plugins import PluginRegistry
@@ -39,6 +38,11 @@ DATA = Path(__file__).parent / "data"
 MAC_A, MAC_B = "42:01:0a:00:00:0a", "42:01:0a:00:00:0b"
 PCI_A, PCI_B = "0000:00:05.0", "0000:00:06.0"
 V4 = IPRange.parse("10.20.0.0/24")
+
+
+def nic_owner(root: HostRoot, pool: str, device: DeviceIdentifiers, claim_uid: str) -> Owner:
+    """The IPAM owner of a claim on the NIC ``device`` resolves to on ``root``."""
+    return Owner.for_nic(pool, resolve_nic(root, device), claim_uid)
 
 
 def node(root: Path) -> HostRoot:

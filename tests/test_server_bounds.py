@@ -31,6 +31,7 @@ from dranet_cloud.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.hookspecs import hookimpl
 from dranet_cloud.host import ProviderHost
+from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.ipam import Owner, SqliteStore
 from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
@@ -604,27 +605,34 @@ def test_health_reports_a_store_that_cannot_be_written_and_recovers(
         server.stop()
 
 
-def test_nic_resolution_is_shared_within_one_call_only(tmp_path: Path) -> None:
-    from dranet_cloud.hostroot import HostRoot
-    from dranet_cloud.nic import ResolutionMemo, resolution_scope, resolve_nic
+def test_a_claim_resolves_its_nic_once(
+    host: ProviderHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host resolves a claim's NIC once and hands it on with the identifiers:
+    the plugin and the IPAM owner read nothing from sysfs again, and nothing
+    is kept from one request for the next."""
+    from dranet_cloud import nic
 
-    root = HostRoot(str(tmp_path))
-    dev = DeviceIdentifiers(name="eth1", mac_address="0c:42:a1:00:00:11")
-    assert resolve_nic(root, dev) is not resolve_nic(root, dev)
-    with resolution_scope():
-        first = resolve_nic(root, dev)
-        assert resolve_nic(root, dev) is first
-        assert resolve_nic(root, DeviceIdentifiers(name="eth2")) is not first
-    assert resolve_nic(root, dev) is not first
-    # The server's memo spans requests, for a bounded time only.
-    memo = ResolutionMemo(ttl=0.05)
-    with resolution_scope(memo):
-        kept = resolve_nic(root, dev)
-    with resolution_scope(memo):
-        assert resolve_nic(root, dev) is kept
-    time.sleep(0.1)
-    with resolution_scope(memo):
-        assert resolve_nic(root, dev) is not kept
+    resolved: list[str] = []
+    real = nic._resolve_nic
+
+    def counting(root: HostRoot, device: DeviceIdentifiers) -> nic.LocalNic:
+        resolved.append(device.name)
+        return real(root, device)
+
+    monkeypatch.setattr(nic, "_resolve_nic", counting)
+    config = NetworkConfig.model_validate({"profile": "local-ipam"})
+    host.network_config(DeviceIdentifiers(name="eth1"), "direct", config)
+    assert resolved == ["eth1"]  # cloud config, profile and final check: one resolution
+    resolved.clear()
+    server = serve(host, tmp_path)
+    try:
+        with client(server) as c:
+            for _ in range(2):  # a claim and the kubelet's retry of it
+                assert c.post("/GetProfileConfig", json=claim("once")).status_code == 200
+    finally:
+        server.stop()
+    assert resolved == ["eth1", "eth1"]
 
 
 # --- the store lane: local-ipam claims on the event loop --------------------------------

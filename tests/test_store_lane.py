@@ -21,7 +21,6 @@ import pytest
 from dranet_cloud.errors import WouldBlock
 from dranet_cloud.ipam import Owner, SqliteStore
 from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.nic import ResolutionMemo
 from dranet_cloud.server.lane import StoreLane
 
 RANGE = ip_range_from_cidr("10.9.0.0/24")
@@ -71,7 +70,6 @@ def make_lane(
         fallback=fallback,
         committer=committer,
         failed=lambda exc: f"failed: {exc}",
-        memo=ResolutionMemo(),
     )
 
 
@@ -267,7 +265,6 @@ def test_a_commit_that_hangs_answers_late_before_the_deadline(tmp_path: Path) ->
             fallback=no_fallback,
             committer=committer,
             failed=lambda exc: f"failed: {exc}",
-            memo=ResolutionMemo(),
             late=lambda: "late",
             budget=0.2,
         )

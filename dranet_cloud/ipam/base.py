@@ -14,6 +14,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..claims import ClaimReference
+    from ..nic import LocalNic
 
 
 @dataclass(frozen=True, order=True)
@@ -33,6 +34,16 @@ class Owner:
     device: str
     claim_uid: str
     keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def for_nic(cls, pool: str, nic: LocalNic, claim_uid: str) -> Owner:
+        """The owner of a claim's addresses on ``nic``, in ``pool``.
+
+        Keyed by the NIC's identity and carrying every key it is known by, so
+        the same NIC under its interface name, DRA device name, MAC or PCI
+        address is one owner (see :func:`linked`).
+        """
+        return cls(pool, nic.identity, claim_uid, nic.keys)
 
     @property
     def all_keys(self) -> frozenset[str]:

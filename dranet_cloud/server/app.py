@@ -385,10 +385,9 @@ class ByodpApp:
         store = self.host.context.ipam_if_open
         if not isinstance(store, SqliteStore):
             return None
-        pool = self._executor()
         with self._pool_lock:
             if self._lane is None:
-                self._committer = WorkerPool(1, name="byodp-committer", memo=pool.memo)
+                self._committer = WorkerPool(1, name="byodp-committer")
                 self._lane = StoreLane(
                     store,
                     fallback=self._on_worker,
@@ -398,7 +397,6 @@ class ByodpApp:
                         f"the IPAM store could not commit this claim's addresses ({safe(exc)}); "
                         "nothing was handed out, retry",
                     ),
-                    memo=pool.memo,
                     late=lambda: text_reply(
                         503,
                         f"the IPAM store did not commit within {self.admission.budget:g} s of "

@@ -37,7 +37,6 @@ from typing import Any, TypeVar, cast
 from ..errors import WouldBlock
 from ..ipam.sqlite import SqliteStore
 from ..logsafe import safe
-from ..nic import ResolutionMemo, resolution_scope
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,6 @@ class StoreLane:
         fallback: Callable[[Callable[[], T], float], Awaitable[Any]],
         committer: Callable[[Callable[[], None]], asyncio.Future[None]],
         failed: Callable[[BaseException], Any],
-        memo: ResolutionMemo,
         late: Callable[[], Any] | None = None,
         budget: float = 8.0,
     ) -> None:
@@ -124,7 +122,6 @@ class StoreLane:
         self._failed = failed
         self._late = late
         self._budget = budget
-        self._memo = memo
         self._batches: list[Any] = []
         self._answers: list[tuple[asyncio.Future[Any], Any]] = []
         self._scheduled: asyncio.Handle | None = None
@@ -184,8 +181,7 @@ class StoreLane:
         blocked: Exception | None
         with self.store.deferred_writes() as scope:
             try:
-                with resolution_scope(self._memo):
-                    answer = job()
+                answer = job()
             except Exception as exc:
                 if scope.blocked is None and not isinstance(exc, WouldBlock):
                     fut.set_exception(exc)

@@ -16,13 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..nic import ResolutionMemo, resolution_scope
-
 T = TypeVar("T")
-
-# Resolved NICs are reused for a second across requests: a kubelet retry or
-# the other device calls of one claim do not walk sysfs again.
-NIC_MEMO_SECONDS = 1.0
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
@@ -37,11 +31,9 @@ def _settle(fut: asyncio.Future[Any], value: Any, ok: bool) -> None:
 
 
 class WorkerPool:
-    """``size`` daemon threads taking jobs from one queue; ``memo`` is shared by all
-    of them (and by the store lane, which runs jobs on the loop)."""
+    """``size`` daemon threads taking jobs from one queue."""
 
-    def __init__(self, size: int, name: str = "byodp-worker", memo: ResolutionMemo | None = None):
-        self.memo = memo if memo is not None else ResolutionMemo(ttl=NIC_MEMO_SECONDS)
+    def __init__(self, size: int, name: str = "byodp-worker"):
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
@@ -64,8 +56,7 @@ class WorkerPool:
                 return
             loop, fut, job = item
             try:
-                with resolution_scope(self.memo):
-                    value: Any = job()
+                value: Any = job()
                 ok = True
             except BaseException as exc:  # handed to the awaiting request
                 value, ok = exc, False
