@@ -20,20 +20,6 @@ if TYPE_CHECKING:  # models pull in pydantic; detection must not pay for it
 
 HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
 
-# DMI fields the detection of any cloud may consult.
-DMI_FIELDS = (
-    "sys_vendor",
-    "product_name",
-    "product_serial",
-    "product_uuid",
-    "product_version",
-    "bios_vendor",
-    "bios_version",
-    "board_vendor",
-    "chassis_vendor",
-    "chassis_asset_tag",
-)
-
 # route flags in /proc/net/ipv6_route (include/uapi/linux/route.h)
 RTF_REJECT = 0x0200
 

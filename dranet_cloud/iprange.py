@@ -61,22 +61,12 @@ class IPRange:
     def size(self) -> int:
         return int(self.end) - int(self.start) + 1
 
-    @property
-    def host_prefix(self) -> int:
-        return 32 if self.version == 4 else 128
-
     def __contains__(self, addr: object) -> bool:
         if isinstance(addr, str):
             addr = ipaddress.ip_interface(addr).ip if "/" in addr else ipaddress.ip_address(addr)
         if not isinstance(addr, ipaddress.IPv4Address | ipaddress.IPv6Address):
             return False
         return addr.version == self.version and int(self.start) <= int(addr) <= int(self.end)
-
-    def address_at(self, offset: int) -> IPAddress:
-        """The address ``offset`` places after ``start`` (0-based)."""
-        if not 0 <= offset < self.size:
-            raise IndexError(f"offset {offset} outside a range of {self.size}")
-        return address_of(self.version, int(self.start) + offset)
 
     def __str__(self) -> str:
         return f"{self.start}-{self.end}"

@@ -35,7 +35,6 @@ from .subinterface import (
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "local-ipam"
-DEFAULT_PROFILE = "local-ipam"
 # How many of the node's NIC names an unmatched-selector warning lists.
 _NAMES_SHOWN = 12
 

@@ -20,8 +20,6 @@ import sys
 import time
 from typing import Any
 
-LOG_FORMATS = ("text", "json")
-LOG_FORMAT_ENV = "DRANET_CLOUD_LOG_FORMAT"
 # Context a log call may attach with ``extra={...}``; the JSON format writes
 # each one that is set as a field of its own, in this order.
 FIELDS = ("method", "path", "status", "duration_ms", "claim", "device", "plugin")

@@ -514,11 +514,6 @@ class MetadataClient:
             pool.shutdown(wait=not failed, cancel_futures=True)
         return {p: out[p] for p in unique}
 
-    def invalidate_token(self) -> None:
-        """Forget the current token so the next request fetches a new one."""
-        with self._token_lock:
-            self._token = None
-
     # --- the retry loop ------------------------------------------------------------
 
     def _count(self) -> None:

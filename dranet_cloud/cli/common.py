@@ -168,7 +168,7 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-# Mirrors dranet_cloud.ipam.cluster.SCOPE_ENV without importing the IPAM package.
+# The variable --ipam-scope defaults from (read without importing the IPAM package).
 _SCOPE_ENV = "DRANET_CLOUD_IPAM_SCOPE"
 
 

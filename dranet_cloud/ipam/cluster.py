@@ -52,8 +52,7 @@ When the API cannot be reached or answers 5xx, a new claim gets
 :class:`~dranet_cloud.errors.ProviderUnavailable` (the server answers 500,
 the kubelet retries) and never an address the API did not confirm; claims
 already bound in the journal keep their answers (a GET that fails answers
-from the journal; the watch repairs what it learns later), unless the
-journal was written against another cluster (:meth:`ClusterIpam.distrust_journal`).
+from the journal; the watch repairs what it learns later).
 
 API calls never run on an event loop: :meth:`ClusterIpam.allocate` and
 :meth:`~ClusterIpam.release` raise :class:`~dranet_cloud.errors.WouldBlock` before
@@ -129,8 +128,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCOPES = ("node", "cluster")
-SCOPE_ENV = "DRANET_CLOUD_IPAM_SCOPE"
 CLUSTER_POOLS = frozenset({"local-ipam"})
 DEFAULT_MAX_CREATES = 8
 DEFAULT_CALL_TIMEOUT = 3.0  # one API call
@@ -249,7 +246,6 @@ class ClusterIpam:
         self._initial_jitter = initial_jitter
         self._own_blocks: dict[str, list[int]] | None = None  # range -> blocks, at start
         self._own_at_start: list[IPAddressObject] = []  # this node's objects, at start
-        self._distrusted: str | None = None
         environ = os.environ if env is None else env
         self._exit_after_create = environ.get(EXIT_AFTER_CREATE_ENV) == "1"
         # Figures for benchmarks and tests (never reset): API calls by kind.
@@ -446,15 +442,12 @@ class ClusterIpam:
 
     def cluster_state(self) -> dict[str, Any]:
         """What ``/health`` shows of cluster scope (cheap: no call, no journal read)."""
-        doc: dict[str, Any] = {
+        return {
             "scope": "cluster",
             "node": self.node,
             "views": self.view_states(),
             "conflicts": len(self.conflicts.warnings()),
         }
-        if self._distrusted is not None:
-            doc["journal"] = self._distrusted
-        return doc
 
     def cluster_stats(self) -> dict[str, int]:
         """Counters for ``/metrics``: repairs, conflicts, API calls, the views' informers."""
@@ -648,8 +641,7 @@ class ClusterIpam:
         and shows the object (no call); else one GET decides (the watch may
         not have delivered a create yet).  An object gone is re-created with the same
         address first; someone else's object there is a conflict (raised,
-        naming both claims).  A GET that fails answers from the journal,
-        unless the journal is distrusted.
+        naming both claims).  A GET that fails answers from the journal.
         """
         for row in rows:
             if row.state != BOUND or row.owner.pool not in self.pools:
@@ -666,11 +658,6 @@ class ClusterIpam:
             try:
                 obj = self._read(row.name, budget)
             except ProviderUnavailable as exc:
-                if self._distrusted is not None:
-                    raise ProviderUnavailable(
-                        f"ipam (cluster scope): {row.owner}: {self._distrusted}; the "
-                        f"journal's {row.name} cannot be checked against the API ({exc})"
-                    ) from exc
                 log.debug("ipam (cluster scope): %s answered from the journal: %s", row.name, exc)
                 continue
             if obj is not None and obj.uid == row.uid:
@@ -786,11 +773,6 @@ class ClusterIpam:
         if self.conflicts.report(row.name, holder.uid, message):
             log.error("%s", message)
         return AddressConflict(message)
-
-    def distrust_journal(self, reason: str) -> None:
-        """The journal was written against another cluster: its rows answer nothing
-        the API does not confirm (a hook for the start-up check of the cluster's UID)."""
-        self._distrusted = reason
 
     def _request_budget(self, doing: str) -> _Budget:
         """The deadline of one allocation, reservation or release (never on an event loop)."""
