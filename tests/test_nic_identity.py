@@ -3,6 +3,7 @@ schema-1 migration and ``--ipam-range`` selectors."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import sqlite3
@@ -27,6 +28,7 @@ from dranet_cloud.nic import (
     dra_device_name,
     dra_interface_name,
     local_nics,
+    resolve_device,
     resolve_nic,
 )
 from dranet_cloud.plugins import PluginRegistry
@@ -86,6 +88,25 @@ def test_dra_names_round_trip_like_dranet() -> None:
 
 
 # --- the resolver ---------------------------------------------------------------------------
+
+
+def test_a_resolved_device_answers_for_its_host_root_without_reading_it(tmp_path: Path) -> None:
+    """What the host hands a hook: the NIC's identifiers, carrying the NIC.
+
+    Asking again on the same host root reads no file (the tree is gone and
+    the answer stays); another host root resolves afresh.
+    """
+    root = node(tmp_path)
+    resolved = resolve_device(root, DeviceIdentifiers(name="pci-0000-00-05-0"))
+    assert resolved == DeviceIdentifiers(name="eth1", mac_address=MAC_A, pci_address=PCI_A)
+    assert DeviceIdentifiers(name="eth1", mac_address=MAC_A, pci_address=PCI_A) == resolved
+    assert resolved.model_dump() == {"mac_address": MAC_A, "pci_address": PCI_A, "name": "eth1"}
+    shutil.rmtree(tmp_path / "sys")
+    assert resolve_nic(root, resolved) is resolved.nic and resolved.nic.found
+    assert resolve_device(root, resolved) is resolved
+    assert copy.deepcopy(resolved).resolved_on(root) is resolved.nic
+    elsewhere = resolve_nic(HostRoot(str(tmp_path)), resolved)
+    assert not elsewhere.found and elsewhere.identity == resolved.nic.identity
 
 
 def test_every_form_resolves_to_the_same_nic(tmp_path: Path) -> None:
