@@ -390,13 +390,17 @@ class ResolvedDevice(DeviceIdentifiers):
 
     _nic: LocalNic | None = PrivateAttr(default=None)
     _root: HostRoot | None = PrivateAttr(default=None)
+    _built: tuple[str, str | None, str | None] | None = PrivateAttr(default=None)
 
     @classmethod
     def of(cls, host_root: HostRoot, nic: LocalNic) -> ResolvedDevice:
         ids = nic.identifiers()
         out = cls.model_construct(name=ids.name, mac_address=ids.mac, pci_address=ids.pci_address)
-        out._nic, out._root = nic, host_root
+        out._nic, out._root, out._built = nic, host_root, out._fields()
         return out
+
+    def _fields(self) -> tuple[str, str | None, str | None]:
+        return (self.name, self.mac_address, self.pci_address)
 
     @property
     def nic(self) -> LocalNic:
@@ -404,17 +408,19 @@ class ResolvedDevice(DeviceIdentifiers):
         return self._nic
 
     def resolved_on(self, host_root: HostRoot) -> LocalNic | None:
-        """The carried NIC when it was resolved on ``host_root``, else ``None``."""
-        return self._nic if self._root is host_root else None
+        """The carried NIC when it was resolved on ``host_root``, else ``None``.
+
+        ``None`` too once a field was changed (a copy with an update, an
+        assignment): the NIC then no longer stands for these identifiers.
+        """
+        if self._root is not host_root or self._built != self._fields():
+            return None
+        return self._nic
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DeviceIdentifiers):
             return NotImplemented
-        return (self.name, self.mac_address, self.pci_address) == (
-            other.name,
-            other.mac_address,
-            other.pci_address,
-        )
+        return self._fields() == (other.name, other.mac_address, other.pci_address)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like every model
 

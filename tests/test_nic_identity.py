@@ -105,6 +105,7 @@ def test_a_resolved_device_answers_for_its_host_root_without_reading_it(tmp_path
     assert resolve_nic(root, resolved) is resolved.nic and resolved.nic.found
     assert resolve_device(root, resolved) is resolved
     assert copy.deepcopy(resolved).resolved_on(root) is resolved.nic
+    assert resolved.model_copy(update={"name": "eth9"}).resolved_on(root) is None
     elsewhere = resolve_nic(HostRoot(str(tmp_path)), resolved)
     assert not elsewhere.found and elsewhere.identity == resolved.nic.identity
 
