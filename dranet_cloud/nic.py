@@ -425,8 +425,9 @@ class ResolvedDevice(DeviceIdentifiers):
     __hash__ = None  # type: ignore[assignment]  # mutable, like every model
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ResolvedDevice:
-        """A copy carrying the same NIC (immutable) on the same host root (shared)."""
-        return self if self._nic is None or self._root is None else self.of(self._root, self._nic)
+        """A shallow copy is a deep one (the fields are strings); the NIC
+        (immutable) and the host root are shared, never copied."""
+        return self.model_copy()
 
 
 def resolve_device(host_root: HostRoot, device: DeviceIdentifiers) -> ResolvedDevice:
