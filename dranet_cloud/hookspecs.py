@@ -2,9 +2,9 @@
 
 Plugins are plain modules registered in the ``dranet_cloud`` entry-point
 group; they implement any subset of these hooks with ``@hookimpl`` (pluggy's
-marker, imitated without pluggy: see :mod:`dranet_cloud._hookmarks`).  A marked
-function whose name (or ``specname``) is not one of these hooks stops the
-plugin from loading (:func:`dranet_cloud.plugins.check_hook_names`).  The host
+marker).  A marked function whose name (or ``specname``) is not one of these
+hooks stops the plugin from loading (pluggy's ``check_pending``, in
+:meth:`dranet_cloud.plugins.PluginRegistry.register`).  The host
 calls one plugin at a time (it routes, it does not broadcast), so every hook
 is ``firstresult``.  Which hooks a plugin implements decides its roles:
 
@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._hookmarks import PROJECT, hookimpl
-from ._hookmarks import firstresult_spec as _firstresult_spec
+import pluggy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +43,10 @@ if TYPE_CHECKING:
     from .testing.emulator import Emulator
 
 __all__ = ["CONFIGURED_EVIDENCE", "PROJECT", "hookimpl"]
+
+PROJECT = "dranet_cloud"
+hookimpl = pluggy.HookimplMarker(PROJECT)
+_firstresult_spec = pluggy.HookspecMarker(PROJECT)(firstresult=True)
 
 
 def __getattr__(name: str) -> Any:

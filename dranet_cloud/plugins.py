@@ -1,27 +1,24 @@
-"""The plugins: found in the ``dranet_cloud`` entry-point group, checked, called.
+"""The plugins: a pluggy ``PluginManager`` over the ``dranet_cloud`` entry-point group.
 
 Roles are read off the hooks a plugin implements rather than declared
 separately, so a plugin can never claim a role it has no code for.  A plugin
-whose ``@hookimpl`` names no hook is refused when it is loaded
-(:func:`check_hook_names`), and every hook is called one way:
-:meth:`PluginRegistry.call`.
+whose ``@hookimpl`` names no hook is refused when it is registered (pluggy's
+``check_pending``), and the host calls a plugin's hook one way:
+:meth:`PluginRegistry.call`, through pluggy's own call path, so the hook-call
+monitoring that feeds :attr:`PluginRegistry.error_observers` sees every call.
 """
 
 from __future__ import annotations
 
-import threading
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import pluggy
 
 from . import hookspecs
-from ._hookmarks import PROJECT, SPEC_ATTR, Impl, Signature, call_with, is_plain, plugin_hooks
 from .errors import ConfigError, PluginError, UnknownHookError
 from .lazylog import LazyLogger
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    import pluggy
 
 log = LazyLogger(__name__)
 
@@ -69,184 +66,158 @@ class PluginInfo:
         }
 
 
-# The hooks of the contract: the functions of dranet_cloud.hookspecs marked as specs.
-HOOK_NAMES = frozenset(n for n, f in vars(hookspecs).items() if hasattr(f, SPEC_ATTR))
+# The hooks of the contract: the functions of dranet_cloud.hookspecs pluggy reads as specs.
+_SPEC_READER = pluggy.PluginManager(hookspecs.PROJECT)
+HOOK_NAMES = frozenset(n for n in dir(hookspecs) if _SPEC_READER.parse_hookspec_opts(hookspecs, n))
 
 
-def check_hook_names(plugin: object, name: str | None = None) -> None:
-    """Refuse a plugin with an ``@hookimpl`` that names no hook (a misspelt hook).
-
-    pluggy registers such a function silently, with no spec, and never calls
-    it: the plugin then loads without the role or the answer its author
-    wrote.  This is ``PluginManager.check_pending()`` for one plugin (an
-    unknown hook is allowed only with ``optionalhook=True``), with a message
-    that names the plugin (``name``, else the module's name), the function
-    and the closest hook.  Raises :class:`~dranet_cloud.errors.UnknownHookError`.
-
-    It also refuses, as pluggy's ``register`` does, an implementation that
-    requires an argument its hook does not pass (:class:`PluginError`).
-    """
-    label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
-    _check_hooks(label, plugin_hooks(plugin))
-
-
-def _check_hooks(label: str, hooks: dict[str, list[Impl]]) -> None:
-    for hook, impls in hooks.items():
-        for func, signature, opts in impls:
-            if hook not in HOOK_NAMES:
-                if not opts.get("optionalhook"):
-                    raise UnknownHookError(_unknown_hook(label, func, hook, opts))
-                continue
-            extra = [a for a in signature[1] if a not in _HOOK_ARGS[hook]] if signature else []
-            if extra:
-                raise PluginError(
-                    f"plugin {label}: function {func} (hook {hook!r}) requires "
-                    f"{', '.join(map(repr, extra))}, which the hook does not pass (it passes "
-                    f"{', '.join(_HOOK_ARGS[hook]) or 'nothing'}); drop them or give them defaults"
-                )
-
-
-def _spec_args(hook: str) -> tuple[str, ...]:
-    code = getattr(hookspecs, hook).__code__
-    return tuple(code.co_varnames[: code.co_argcount])
-
-
-# Hook -> the arguments the host passes it (its spec's parameters).
-_HOOK_ARGS = {n: _spec_args(n) for n in HOOK_NAMES}
-
-
-def _unknown_hook(label: str, func: str, hook: str, opts: dict[str, Any]) -> str:
+def _unknown_hook(plugin: str, hook: str, impl: pluggy.HookImpl) -> str:
     from .settings import did_you_mean  # error path only: settings imports logging
 
-    specname = opts.get("specname")
+    specname = impl.opts.get("specname")
     marked = f"@hookimpl(specname={specname!r})" if specname else "@hookimpl"
     hint = did_you_mean(hook, HOOK_NAMES) or ("; the hooks are " + ", ".join(sorted(HOOK_NAMES)))
     return (
-        f"plugin {label}: function {func} is marked {marked} but {hook!r} is no hook"
-        f"{hint} (fix the name in the plugin, or uninstall its distribution)"
+        f"plugin {plugin}: function {impl.function.__name__} is marked {marked} but {hook!r} "
+        f"is no hook{hint} (fix the name in the plugin, or uninstall its distribution)"
     )
 
 
-class PluginRegistry:
+def installed_versions() -> list[tuple[str, str]]:
+    """``(distribution, version)`` of the core, then of every plugin distribution."""
+    plugins = {
+        (ep.dist.name, ep.dist.version)
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.dist is not None
+    }
+    return [("dranet-cloud", importlib.metadata.version("dranet-cloud")), *sorted(plugins)]
+
+
+class PluginRegistry(pluggy.PluginManager):
     """The installed plugins, their roles, and the one way the host calls them.
 
-    The host asks exactly one plugin per decision, and every hook is
-    ``firstresult``, so :meth:`call` reaches one plugin's one implementation:
-    it calls it directly with the arguments pluggy would pass.  Only what
-    pluggy alone can run (a wrapper, several implementations of one hook)
-    goes through a pluggy manager, created then; a node that needs none,
-    like every ``detect``, never imports pluggy (nor :mod:`inspect`).
-    Roles and routes are read off each plugin by
-    :func:`dranet_cloud._hookmarks.plugin_hooks`, which reads them as pluggy
-    does.
+    A pluggy manager of the ``dranet_cloud`` hooks that loads the
+    ``dranet_cloud`` entry points; what it adds is the host's view: roles read
+    off the implemented hooks, names and aliases resolved from flags, one
+    plugin's hook called at a time (:meth:`call`), and the plugins refused at
+    load time (:attr:`load_errors`).
     """
 
-    def __init__(self, *, load_entry_points: bool = True, strict: bool = True):
+    def __init__(
+        self, *, load_entry_points: bool = True, strict: bool = True, blocked: Iterable[str] = ()
+    ):
         """``strict``: raise the first :class:`PluginError` of the installed plugins
         (a misspelt hook); otherwise only record them in :attr:`load_errors`
-        (``dranet-cloud plugins`` lists the others, then reports them)."""
-        self._pm: pluggy.PluginManager | None = None
-        self._pm_lock = threading.Lock()
-        # Every plugin, by name, in load order; those not yet given to the manager.
-        self._plugins: dict[str, object] = {}
-        self._pending: dict[str, object] = {}
-        self._hooks: dict[str, dict[str, list[Impl]]] = {}
-        self._dist: dict[str, tuple[str, str]] = {}
-        self._routes: dict[tuple[str, str], Signature | None] = {}
-        self._callers: dict[tuple[str, str], Any] = {}
-        # Told of every exception a plugin's hook raises through call()
-        # (plugin, hook, exception): /metrics counts them.  Cheaper than
-        # pluggy's call monitoring, which wraps every call, failing or not.
+        (``dranet-cloud plugins`` lists the others, then reports them).
+        ``blocked``: entry-point names never loaded (pluggy's ``set_blocked``)."""
+        super().__init__(hookspecs.PROJECT)
+        # (plugin, hook) -> pluggy's caller of that plugin's implementations only.
+        self._callers: dict[tuple[str, str], pluggy.HookCaller] = {}
+        # (distribution, version) of plugins registered directly, not by entry point.
+        self._local: dict[str, tuple[str, str]] = {}
+        # Told of every exception a plugin's hook raises (plugin, hook,
+        # exception), through pluggy's hook-call monitoring: /metrics counts them.
         self.error_observers: list[Callable[[str, str, BaseException], None]] = []
-        # Installed plugins refused by check_hook_names, by entry-point name.
+        # Installed plugins refused when registered, by entry-point name.
         self.load_errors: dict[str, PluginError] = {}
+        self.add_hookspecs(hookspecs)
+        self.add_hookcall_monitoring(lambda hook, impls, kwargs: None, self._observe)
+        for name in blocked:
+            self.set_blocked(name)
         if load_entry_points:
             self.load_entry_points()
             if strict and self.load_errors:
                 raise next(iter(self.load_errors.values()))
 
-    @property
-    def pm(self) -> pluggy.PluginManager:
-        """The pluggy manager, created (and given every plugin) on first use.
-
-        Detection confirms candidates in threads, so two threads may get here
-        at once; the lock hands each plugin to the manager once.  Roles and
-        routes never wait for it: they are read off the plugins themselves.
-        """
-        pm = self._pm
-        if pm is not None and not self._pending:
-            return pm
-        with self._pm_lock:
-            if self._pm is None:
-                import pluggy
-
-                pm = pluggy.PluginManager(PROJECT)
-                pm.add_hookspecs(hookspecs)
-            else:
-                pm = self._pm
-            for name, plugin in list(self._pending.items()):
-                pm.register(plugin, name=name)
-            self._pm = pm
-            self._pending.clear()
-            self._callers.clear()  # a subset caller built before would miss a plugin
-        return pm
-
-    def _add(self, plugin: object, name: str, distribution: str, version: str) -> None:
-        """Accept a plugin whose hooks name real hooks (else raise :class:`PluginError`)."""
-        hooks = plugin_hooks(plugin)
-        _check_hooks(name, hooks)  # check_hook_names, reading the plugin once
-        self._plugins[name] = self._pending[name] = plugin
-        self._dist[name] = (distribution, version)
-        self._hooks[name] = hooks
-        self._routes = {k: v for k, v in self._routes.items() if k[0] != name}
-
     def load_entry_points(self) -> None:
-        from .entrypoints import plugin_entry_points
+        """Load the ``dranet_cloud`` entry points with pluggy's loader.
 
-        for ep in plugin_entry_points(ENTRY_POINT_GROUP):
-            if ep.name in self._plugins:
-                continue
+        pluggy stops at the first plugin that fails to import or is refused;
+        then they are loaded again one name at a time, so that one broken
+        vendor package (logged and skipped) or refused plugin (recorded in
+        :attr:`load_errors`) does not keep the others from the node.
+        """
+        try:
+            self.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+            return
+        except Exception:  # which one failed is found below
+            pass
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
-                module = ep.load()
-            except Exception as exc:  # a broken vendor package must not break the node
-                log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
-                continue
-            try:
-                self._add(module, ep.name, ep.distribution, ep.version)
+                self.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
             except PluginError as exc:
                 self.load_errors[ep.name] = exc
+            except Exception as exc:  # a broken vendor package must not break the node
+                log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
 
     def register(
         self,
-        module: ModuleType | object,
-        name: str,
+        plugin: object,
+        name: str | None = None,
         distribution: str = "local",
         version: str = "0",
-    ) -> None:
-        """Register a plugin object directly (tests, built-ins).
+    ) -> str | None:
+        """Register a plugin (pluggy's loader, tests, built-ins); its name, or
+        ``None`` when the name is blocked.
 
-        Raises :class:`~dranet_cloud.errors.PluginError` for a misspelt hook, and
-        pluggy's own errors for anything else its manager refuses.
+        Raises :class:`~dranet_cloud.errors.UnknownHookError` for a misspelt
+        hook (refused by ``check_pending``) and :class:`PluginError` for
+        anything else pluggy refuses (an argument the hook does not pass).
         """
-        if name in self._plugins:
-            raise ValueError(f"a plugin is already registered as {name!r}")
-        self._add(module, name, distribution, version)
         try:
-            self.pm  # noqa: B018 - pluggy validates it now, as it always did
-        except BaseException:
-            del self._plugins[name]
-            self._pending.pop(name, None)
-            raise
+            registered = super().register(plugin, name)
+        except pluggy.PluginValidationError as exc:
+            label = name or self.get_canonical_name(plugin)
+            detail = str(exc).replace("\n", "; ")
+            raise PluginError(
+                f"plugin {label}: {detail} (fix the plugin, or uninstall its distribution)"
+            ) from exc
+        if registered is None:
+            return None
+        self._callers.clear()  # a subset caller built before would miss it
+        try:
+            self.check_pending()
+        except pluggy.PluginValidationError:
+            hook, impl = next(
+                (caller.name, impl)
+                for caller in self.get_hookcallers(plugin) or ()
+                if not caller.has_spec()
+                for impl in caller.get_hookimpls()
+                if impl.plugin is plugin and not impl.optionalhook
+            )
+            self.unregister(plugin)
+            raise UnknownHookError(_unknown_hook(registered, hook, impl)) from None
+        self._local[registered] = (distribution, version)
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        self._callers.clear()
+        return super().unregister(plugin, name)
+
+    def _observe(
+        self,
+        outcome: pluggy.Result[object],
+        hook: str,
+        impls: Sequence[pluggy.HookImpl],
+        kwargs: Mapping[str, object],
+    ) -> None:
+        """Hook-call monitoring's ``after``: tell the observers of a plugin's exception."""
+        exc = outcome.exception
+        if exc is None:
+            return
+        plugin = ",".join(dict.fromkeys(impl.plugin_name for impl in impls))
+        for observe in self.error_observers:
+            try:
+                observe(plugin, hook, exc)
+            except Exception:
+                log.exception("plugin error observer %r failed", observe)
 
     def names(self) -> list[str]:
-        return sorted(self._plugins)
-
-    def get_plugin(self, name: str) -> object | None:
-        """The plugin object (module) registered as ``name``."""
-        return self._plugins.get(name)
+        return sorted(n for n, p in self.list_name_plugin() if p is not None)
 
     def implements(self, name: str, hook: str) -> bool:
-        return hook in self._hooks.get(name, {})
+        caller: pluggy.HookCaller | None = getattr(self.hook, hook, None)
+        return caller is not None and any(i.plugin_name == name for i in caller.get_hookimpls())
 
     def roles(self, name: str) -> tuple[str, ...]:
         roles = [
@@ -257,9 +228,12 @@ class PluginRegistry:
         return tuple(roles)
 
     def info(self) -> list[PluginInfo]:
+        dists = {
+            self.get_name(p): (d.project_name, d.version) for p, d in self.list_plugin_distinfo()
+        }
         out = []
         for name in self.names():
-            dist, version = self._dist.get(name, ("?", "?"))
+            dist, version = dists.get(name) or self._local.get(name, ("?", "?"))
             out.append(PluginInfo(name, dist, version, self.roles(name)))
         return out
 
@@ -278,7 +252,7 @@ class PluginRegistry:
         if key in NONE_NAMES and allow_none:
             return None
         name = self.aliases().get(key, key)
-        if name not in self._plugins:
+        if self.get_plugin(name) is None:
             from .settings import did_you_mean
 
             installed = ", ".join(self.names()) or "no plugins"
@@ -308,48 +282,14 @@ class PluginRegistry:
         return out
 
     def call(self, name: str, hook: str, **kwargs: Any) -> Any:
-        """Call hook ``hook`` of plugin ``name`` only, with keyword arguments."""
-        try:
-            return self._call(name, hook, kwargs)
-        except BaseException as exc:
-            for observe in self.error_observers:
-                try:
-                    observe(name, hook, exc)
-                except Exception:
-                    log.exception("plugin error observer %r failed", observe)
-            raise
+        """Call hook ``hook`` of plugin ``name`` only, with keyword arguments.
 
-    def _call(self, name: str, hook: str, kwargs: dict[str, Any]) -> Any:
-        key = (name, hook)
-        try:
-            route = self._routes[key]
-        except KeyError:
-            route = self._routes[key] = self._route(name, hook)
-        if route is not None:
-            called, result = call_with(route, kwargs)
-            if called:
-                return result
-        return self._caller(name, hook)(**kwargs)
-
-    def _route(self, name: str, hook: str) -> Signature | None:
-        """How to call plugin ``name``'s ``hook`` directly, or ``None``: through pluggy.
-
-        Every hook of the contract is ``firstresult``, so for one plain
-        implementation pluggy returns that implementation's result as it is;
-        its call machinery was a measurable part of a claim.  Anything else
-        (a wrapper, several implementations, a name that is no hook) is
-        pluggy's to run.
+        The host asks exactly one plugin per decision: pluggy's subset caller
+        of the hook without every other plugin, kept until a plugin is
+        registered or unregistered.
         """
-        impls = self._hooks.get(name, {}).get(hook, [])
-        if hook in HOOK_NAMES and len(impls) == 1 and is_plain(impls[0][2]):
-            return impls[0][1]
-        return None
-
-    def _caller(self, name: str, hook: str) -> Any:
-        """A pluggy hook caller that reaches only plugin ``name``."""
-        key = (name, hook)
-        pm = self.pm
-        if key not in self._callers:
-            others = [p for n, p in pm.list_name_plugin() if n != name]
-            self._callers[key] = pm.subset_hook_caller(hook, remove_plugins=others)
-        return self._callers[key]
+        caller = self._callers.get((name, hook))
+        if caller is None:
+            others = [p for n, p in self.list_name_plugin() if n != name and p is not None]
+            caller = self._callers[name, hook] = self.subset_hook_caller(hook, others)
+        return caller(**kwargs)

@@ -1,7 +1,7 @@
 """``dranet-cloud detect`` on a node with no evidence pays only for detection.
 
-Auto-detection needs pluggy, the entry points, the host root and each
-plugin's ``local_evidence``; a bare-metal node (the common ``none`` answer)
+Auto-detection needs pluggy (which reads the entry points), the host root and
+each plugin's ``local_evidence``; a bare-metal node (the common ``none`` answer)
 must not import pydantic, httpx, sqlite3 or cachetools, nor the server stack.
 The host path (a provider was found, or one was named) must behave exactly as
 before: an auto-detected provider that cannot start is reported as ``none``.
@@ -14,16 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dranet_cloud import entrypoints
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.entrypoints import PluginEntryPoint
-from dranet_cloud.hostroot import HostRoot
 from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
@@ -86,18 +81,13 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
     heavy = [m for m in modules if m.split(".")[0] in HEAVY]
     assert heavy == []
     assert "dranet_cloud.host" not in modules and "dranet_cloud.models" not in modules
-    # Nor pluggy (each plugin's local_evidence is called directly), nor the
-    # inspect module that pluggy and dataclasses would each bring.
-    assert [m for m in modules if m.split(".")[0] in ("pluggy", "inspect", "dataclasses")] == []
-    # Start-up cost: no entry-point scan through importlib.metadata (the email
-    # parser, zipfile), no shutil from argparse, no thread pool without evidence,
-    # and only the one sub-command module on the command line.
-    # Nor logging (nothing is logged: handlers are configured at the first
-    # line), pathlib (HostRoot reads by string path) or datetime.
-    slow = (
-        "importlib.metadata", "email", "zipfile", "shutil", "concurrent", "logging", "pathlib",
-        "datetime", "urllib", "traceback",
-    )  # fmt: skip
+    # Nor the dataclasses module (pluggy, the plugin manager, brings inspect and
+    # importlib.metadata with its email parser, zipfile, shutil and pathlib).
+    assert "dataclasses" not in modules
+    # Start-up cost: no thread pool without evidence, and only the one
+    # sub-command module on the command line.  Nor logging (nothing is logged:
+    # handlers are configured at the first line) or traceback.
+    slow = ("concurrent", "logging", "traceback")
     ours = sorted(set(modules) - set(data["preloaded"]))  # type: ignore[arg-type]
     assert [m for m in ours if m.split(".")[0] in slow or m.startswith(slow)] == []
     assert (
@@ -111,95 +101,6 @@ def test_detect_none_imports_no_heavy_module(tmp_path: Path, bare_metal: Path, o
         assert result["evidence"] == "no local evidence of any installed plugin"
     else:
         assert stdout.split()[:4] == ["provider", "none", "explicit", "false"]  # no Python repr
-
-
-# --- direct calls answer as pluggy does (the markers: tests/test_hookmarks.py) -----------
-
-
-def _fake_plugin_module(name: str, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType(name)
-    exec(body, module.__dict__)  # the test plugins are written inline
-    monkeypatch.setitem(sys.modules, name, module)
-
-
-PLUGIN_BODIES = {
-    # specname: the hook's name is not the function's; the impl takes fewer args.
-    "renamed": """
-from dranet_cloud.hookspecs import hookimpl
-@hookimpl(specname="local_evidence")
-def evidence(context):
-    return "DMI " + context.host_root.dmi("sys_vendor")
-@hookimpl
-def instance_properties(context, deadline):
-    raise AssertionError("not called")
-""",
-    "noargs": """
-from dranet_cloud.hookspecs import hookimpl
-@hookimpl
-def local_evidence():
-    return None
-@hookimpl
-def instance_properties(context, deadline):
-    raise AssertionError("not called")
-""",
-    # A wrapper is left to pluggy (it has no answer of its own).
-    "wrapped": """
-from dranet_cloud.hookspecs import hookimpl
-@hookimpl(wrapper=True)
-def local_evidence(context):
-    return (yield)
-@hookimpl
-def instance_properties(context, deadline):
-    raise AssertionError("not called")
-""",
-    "profile": """
-from dranet_cloud.hookspecs import hookimpl
-@hookimpl
-def profile_config(context, instance, device, claim_uid, config):
-    return None
-@hookimpl
-def release_profile_config(context, instance, device, claim_uid, config):
-    return True
-""",
-}
-
-
-@pytest.fixture()
-def lazy_registry(monkeypatch: pytest.MonkeyPatch) -> PluginRegistry:
-    eps = []
-    for name, body in PLUGIN_BODIES.items():
-        _fake_plugin_module(f"lazyplug_{name}", body, monkeypatch)
-        eps.append(PluginEntryPoint(name, f"lazyplug_{name}", f"lazyplug-{name}", "1"))
-    monkeypatch.setattr(entrypoints, "plugin_entry_points", lambda group: eps)
-    return PluginRegistry()
-
-
-def test_detection_answers_without_pluggy_as_pluggy_does(
-    lazy_registry: PluginRegistry, tmp_path: Path
-) -> None:
-    root = HostRootBuilder(tmp_path / "n").dmi(sys_vendor="Acme", product_name="X").build()
-    context = ProviderContext(host_root=HostRoot(root), env={})
-
-    def answers(reg: PluginRegistry) -> list[object]:
-        return [
-            reg.names(),
-            reg.with_role("cloud"),
-            reg.with_role("profile"),
-            [reg.implements(n, "local_evidence") for n in reg.names()],
-            [reg.call(n, "local_evidence", context=context) for n in ("renamed", "noargs")],
-        ]
-
-    lazy = answers(lazy_registry)
-    assert lazy_registry._pm is None, "roles and local evidence must not need pluggy"
-    assert lazy[1] == ["noargs", "renamed", "wrapped"] and lazy[2] == ["profile"]
-    assert lazy[4] == ["DMI Acme", None]
-    # The wrapper goes through pluggy (which finds no inner answer)...
-    assert lazy_registry.call("wrapped", "local_evidence", context=context) is None
-    assert lazy_registry._pm is not None
-    # ...and a manager-backed registry answers exactly as the lazy one did.
-    eager = PluginRegistry()
-    _ = eager.pm
-    assert answers(eager) == lazy
 
 
 def test_instance_snapshot_is_still_importable_from_context() -> None:

@@ -103,7 +103,7 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from ..entrypoints import installed_versions
+        from ..plugins import installed_versions
 
         for dist, version in installed_versions():
             sys.stdout.write(f"{dist} {version}\n")
