@@ -77,7 +77,7 @@ def build_host(
         )
         registry.register(local_ipam, PLUGIN_NAME, distribution="dranet-cloud (built-in)")
         routes[config.ipam_profile] = PLUGIN_NAME
-    ranges = _all_ranges(local_ipam.config) if local_ipam is not None else []
+    ranges = local_ipam.config.all_ranges() if local_ipam is not None else []
     host = ProviderHost(
         cloud_provider_hint=config.cloud_provider_hint,
         profile_provider=config.profile_provider,
@@ -143,14 +143,6 @@ def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamSt
         return store
 
     return opener
-
-
-def _all_ranges(config: LocalIpamConfig) -> list[IPRange]:
-    """Every range local-ipam allocates from, each once: the views cluster scope starts."""
-    ranges = list(config.ranges)
-    for more in config.device_ranges.values():
-        ranges += [r for r in more if r not in ranges]
-    return ranges
 
 
 def describe_document(

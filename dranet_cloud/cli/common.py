@@ -263,11 +263,13 @@ def host_config(args: argparse.Namespace) -> HostConfig:
     # evidence it must not pay for dataclasses or the host.
     from ..assembly import HostConfig, IpamConfig
 
-    root = host_root_dir(args)
-    options = provider_options(args)
-    ipam = None
-    if hasattr(args, "ipam_db"):
-        ipam = IpamConfig(
+    return HostConfig(  # in this order: the first flag refused is the one reported
+        cloud_provider_hint=args.cloud_provider_hint,
+        profile_provider=args.profile_provider,
+        host_root=host_root_dir(args),
+        probe_metadata=args.probe_metadata,
+        options=provider_options(args),
+        ipam=IpamConfig(
             db=args.ipam_db,
             memory=args.ipam_memory,
             create=args.ipam_db_create,
@@ -276,13 +278,8 @@ def host_config(args: argparse.Namespace) -> HostConfig:
             watch_jitter_s=float(getattr(args, "ipam_watch_jitter_s", 0.0)),
             node_claims=getattr(args, "node_claims", None),
         )
-    return HostConfig(
-        cloud_provider_hint=args.cloud_provider_hint,
-        profile_provider=args.profile_provider,
-        host_root=root,
-        probe_metadata=args.probe_metadata,
-        options=options,
-        ipam=ipam,
+        if hasattr(args, "ipam_db")
+        else None,
         ipam_ranges=tuple(getattr(args, "ipam_range", None) or ()),
         ipam_profile=getattr(args, "ipam_profile", "local-ipam"),
         allow_static_outside_ranges=getattr(args, "ipam_allow_static_outside_ranges", False),
