@@ -1,11 +1,9 @@
-"""A :class:`ProviderHost` built from a typed configuration, the one way every caller builds one.
+"""A :class:`ProviderHost` built from a typed configuration: the one way to build one.
 
 The CLI translates its flags into a :class:`HostConfig` (``cli/common.py``);
-the test kit writes one directly.  Both then get the host ``serve`` runs: the
-installed plugins with every ``--set`` checked against its plugin, the
-built-in ``local-ipam`` plugin routed its profile when ranges are given, and
-a lazy opener for the node's IPAM store.  Nothing here reads flags or the
-process environment beyond what the store's path defaults to.
+the test kit writes one directly.  Both get the host ``serve`` runs: the
+installed plugins, each ``--set`` checked, ``local-ipam`` routed its profile
+when ranges are given, and the node's IPAM store opened when first used.
 """
 
 from __future__ import annotations
@@ -105,12 +103,13 @@ def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamSt
     """
 
     def opener() -> IpamStore:
+        path = resolve_db_path(ipam.db)
         if not ipam.memory:
-            parent = Path(resolve_db_path(ipam.db)).parent
+            parent = Path(path).parent
             if not parent.is_dir():
                 if not ipam.create:
                     raise ConfigError(
-                        f"--ipam-db {resolve_db_path(ipam.db)}: the directory {parent} does not "
+                        f"--ipam-db {path}: the directory {parent} does not "
                         "exist; fix the path (a typo would split the node's IPAM state), or pass "
                         "--ipam-db-create to create it"
                     )
@@ -130,7 +129,7 @@ def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamSt
         node, kubeconfig = ipam.cluster
         extra = {} if ipam.node_claims is None else {"claims": ipam.node_claims}
         store = open_cluster_ipam(
-            resolve_db_path(ipam.db),
+            path,
             node=node,
             kubeconfig=kubeconfig,
             create=ipam.create,
