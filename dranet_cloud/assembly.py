@@ -18,7 +18,6 @@ from .context import ProviderOptions
 from .errors import ConfigError
 from .host import PROFILE_FROM_CLOUD, ProviderHost
 from .ipam import IpamStore, open_store, resolve_db_path
-from .iprange import IPRange
 from .local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from .models import DeviceIdentifiers
 from .nic import local_nics
@@ -28,8 +27,11 @@ from .settings import check_settings
 
 @dataclass(frozen=True)
 class IpamConfig:
-    """Where the node's IPAM store lives; nothing is opened until a claim needs it."""
+    """Node-local IPAM: local-ipam's ranges and the store, opened when a claim needs it."""
 
+    ranges: tuple[str, ...] = ()  # local-ipam's [SELECTOR=]RANGE specs; none: no local-ipam
+    profile: str = PLUGIN_NAME  # the profile whose claims local-ipam serves
+    allow_static_outside_ranges: bool = False
     db: str | None = None  # None: $DRANET_CLOUD_IPAM_DB, else the default path
     memory: bool = False  # a MemoryStore the operator asked for (lost at exit)
     create: bool = False  # make the missing directory, replace a file no store can trust
@@ -51,9 +53,6 @@ class HostConfig:
     env: Mapping[str, str] | None = None  # None: the process environment
     load_entry_points: bool = True  # False: no installed plugin (a test of local-ipam alone)
     ipam: IpamConfig | None = None  # None: an in-memory store, opened if a plugin asks
-    ipam_ranges: tuple[str, ...] = ()  # local-ipam's [SELECTOR=]RANGE specs; none: no local-ipam
-    ipam_profile: str = PLUGIN_NAME  # the profile whose claims local-ipam serves
-    allow_static_outside_ranges: bool = False
 
 
 def build_host(
@@ -67,15 +66,14 @@ def build_host(
     registry = PluginRegistry(load_entry_points=config.load_entry_points)
     check_settings(registry, config.options.settings)
     routes: dict[str, str] = {}
-    local_ipam = None
-    if config.ipam_ranges:
+    local_ipam, ipam = None, config.ipam
+    if ipam is not None and ipam.ranges:
         local_ipam = LocalIpamPlugin(
-            LocalIpamConfig.parse(list(config.ipam_ranges)),
-            allow_static_outside_ranges=config.allow_static_outside_ranges,
+            LocalIpamConfig.parse(ipam.ranges),
+            allow_static_outside_ranges=ipam.allow_static_outside_ranges,
         )
         registry.register(local_ipam, PLUGIN_NAME, distribution="dranet-cloud (built-in)")
-        routes[config.ipam_profile] = PLUGIN_NAME
-    ranges = local_ipam.config.all_ranges() if local_ipam is not None else []
+        routes[ipam.profile] = PLUGIN_NAME
     host = ProviderHost(
         cloud_provider_hint=config.cloud_provider_hint,
         profile_provider=config.profile_provider,
@@ -83,7 +81,7 @@ def build_host(
         probe_metadata=config.probe_metadata,
         options=config.options,
         env=config.env,
-        ipam_factory=None if config.ipam is None else ipam_factory(config.ipam, ranges),
+        ipam_factory=None if ipam is None else ipam_factory(ipam),
         registry=registry,
         profile_routes=routes,
     )
@@ -94,8 +92,8 @@ def build_host(
     return host
 
 
-def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamStore]:
-    """A lazy opener for the node's IPAM store; ``ranges``: the views cluster scope watches.
+def ipam_factory(ipam: IpamConfig) -> Callable[[], IpamStore]:
+    """A lazy opener for the node's IPAM store.
 
     A missing parent directory is refused unless ``create``: a typo in the
     path would otherwise start a fresh, empty database next to the real one
@@ -127,7 +125,6 @@ def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamSt
         from .ipam.cluster import open_cluster_ipam
 
         node, kubeconfig = ipam.cluster
-        extra = {} if ipam.node_claims is None else {"claims": ipam.node_claims}
         store = open_cluster_ipam(
             path,
             node=node,
@@ -135,10 +132,10 @@ def ipam_factory(ipam: IpamConfig, ranges: list[IPRange]) -> Callable[[], IpamSt
             create=ipam.create,
             watch=ipam.watch,
             initial_jitter=ipam.watch_jitter_s,
-            **extra,
+            claims=ipam.node_claims,
         )
-        if ipam.watch:
-            store.start(ranges)
+        if ipam.watch:  # each range's view, started now
+            store.start(LocalIpamConfig.parse(ipam.ranges).all_ranges())
         return store
 
     return opener

@@ -29,9 +29,9 @@ def test_ranges_route_their_profile_to_local_ipam_on_the_configured_store(tmp_pa
         profile_provider="none",
         host_root=str(tmp_path),
         options=options,
-        ipam=IpamConfig(db=str(tmp_path / "ipam.db")),
-        ipam_ranges=("10.9.0.0/24",),
-        ipam_profile="bare-metal",
+        ipam=IpamConfig(
+            ranges=("10.9.0.0/24",), profile="bare-metal", db=str(tmp_path / "ipam.db")
+        ),
     )
     host = build_host(config, start=False)
     try:

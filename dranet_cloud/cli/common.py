@@ -270,6 +270,9 @@ def host_config(args: argparse.Namespace) -> HostConfig:
         probe_metadata=args.probe_metadata,
         options=provider_options(args),
         ipam=IpamConfig(
+            ranges=tuple(args.ipam_range),
+            profile=args.ipam_profile,
+            allow_static_outside_ranges=args.ipam_allow_static_outside_ranges,
             db=args.ipam_db,
             memory=args.ipam_memory,
             create=args.ipam_db_create,
@@ -280,9 +283,6 @@ def host_config(args: argparse.Namespace) -> HostConfig:
         )
         if hasattr(args, "ipam_db")
         else None,
-        ipam_ranges=tuple(getattr(args, "ipam_range", None) or ()),
-        ipam_profile=getattr(args, "ipam_profile", "local-ipam"),
-        allow_static_outside_ranges=getattr(args, "ipam_allow_static_outside_ranges", False),
     )
 
 

@@ -84,8 +84,7 @@ def served_local_ipam(
             host_root=str(host_root or directory),
             env={},
             load_entry_points=False,
-            ipam=IpamConfig(db=str(directory / "ipam.db")),
-            ipam_ranges=tuple(specs),
+            ipam=IpamConfig(ranges=tuple(specs), db=str(directory / "ipam.db")),
         )
     )
     try:
