@@ -125,6 +125,12 @@ class LocalIpamConfig:
             bucket.append(rng)
         return cfg
 
+    def all_ranges(self) -> list[IPRange]:
+        """Every range, each once: what /metrics counts and cluster scope watches."""
+        return list(
+            dict.fromkeys([*self.ranges, *(r for d in self.device_ranges.values() for r in d)])
+        )
+
     def _own(self, nic: LocalNic) -> list[IPRange]:
         """The NIC's own ranges: MAC selector first, then PCI, then names."""
         wanted: list[Selector] = []

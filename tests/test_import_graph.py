@@ -240,3 +240,30 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
         "import circles (break each by moving what both sides need into a module of its "
         "own, or by passing it in):\n" + "\n".join(describe(c) for c in found)
     )
+
+
+# The commands that exist to run the kit's emulators; no other product module may need it.
+RUNS_EMULATORS = {"dranet_cloud.cli.emulate_cmd", "dranet_cloud.cli.demo_cmd"}
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_test_kit_and_the_command_line_depend_on_the_host_layer_not_on_each_other() -> None:
+    """The kit builds hosts as the CLI does (dranet_cloud.assembly), so neither reaches
+    into the other: a node's daemon never loads test code, and a change to a command's
+    internals never breaks a plugin's tests.  A type named under ``if TYPE_CHECKING:``
+    (the hook contracts name the kit's Emulator) is never imported at run time."""
+    kit, cli = "dranet_cloud.testing", "dranet_cloud.cli"
+    product = [m for m in module_files() if _in(m, "dranet_cloud") and not _in(m, kit)]
+    wrong = [
+        e
+        for e in import_edges(module_files())
+        if e.kind != "typing"
+        and (
+            (e.source in product and e.source not in RUNS_EMULATORS and _in(e.target, kit))
+            or (_in(e.source, kit) and _in(e.target, cli))
+        )
+    ]
+    assert not wrong, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in wrong)

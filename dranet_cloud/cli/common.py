@@ -1,4 +1,4 @@
-"""Flags every provider-using command shares, and building a host from them."""
+"""Flags every provider-using command shares, and the host configuration they stand for."""
 
 from __future__ import annotations
 
@@ -12,15 +12,11 @@ from ..errors import ConfigError
 from .argtypes import seconds_type
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ..assembly import HostConfig
     from ..claims import ClaimReference
     from ..context import ProviderOptions
-    from ..host import ProviderHost
     from ..hostroot import HostRoot
-    from ..ipam.base import IpamStore
     from ..models import DeviceIdentifiers, NetworkConfig
-    from ..plugins import PluginRegistry
 
 
 MAX_SECONDS = 86400.0
@@ -242,15 +238,10 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
     return root
 
 
-def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> ProviderOptions:
-    """Provider options from the flags, with every ``--set`` checked against its plugin."""
+def provider_options(args: argparse.Namespace) -> ProviderOptions:
+    """The plugins' options from the flags (each ``--set`` is checked by the host's registry)."""
     from ..context import ProviderOptions
 
-    settings = parse_settings(args.settings)
-    if settings:  # most nodes pass none: skip importing the checker
-        from ..settings import check_settings
-
-        check_settings(registry, settings)
     return ProviderOptions(
         webhook_url=args.webhook_url,
         metadata_deadline=args.metadata_deadline,
@@ -258,125 +249,41 @@ def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> Provi
         dranet_attribute_floor=args.dranet_attribute_floor,
         node_name=args.node_name,
         kubeconfig=getattr(args, "kubeconfig", None),
-        settings=settings,
+        settings=parse_settings(args.settings),
     )
 
 
-def build_host(
-    args: argparse.Namespace, *, start: bool = True, check_selectors: bool = True
-) -> ProviderHost:
-    """The host the flags describe (started unless ``start`` is False).
+def host_config(args: argparse.Namespace) -> HostConfig:
+    """The host the flags describe, refusing a flag no host could start with (naming it).
 
-    ``check_selectors``: warn now about ``--ipam-range`` selectors that match
-    no NIC; ``serve`` leaves it to its server, after its first log line.
+    ``serve`` adds ``ipam_watch``, ``ipam_watch_jitter_s`` and ``node_claims``
+    to ``args``: cluster scope's views are watches there, fed by its pods watch.
     """
-    from ..host import ProviderHost
-    from ..plugins import PluginRegistry
+    # Not at the top: `detect` imports this module, and on a node without
+    # evidence it must not pay for dataclasses or the host.
+    from ..assembly import HostConfig, IpamConfig
 
-    root = host_root_dir(args)
-    registry = PluginRegistry()
-    options = checked_options(args, registry)
-    factory = ipam_factory(args) if hasattr(args, "ipam_db") else None
-    routes: dict[str, str] = {}
-    local_ipam = None
-    if getattr(args, "ipam_range", None):
-        from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-
-        local_ipam = LocalIpamPlugin(
-            LocalIpamConfig.parse(args.ipam_range),
-            allow_static_outside_ranges=getattr(args, "ipam_allow_static_outside_ranges", False),
-        )
-        registry.register(local_ipam, PLUGIN_NAME, distribution="dranet-cloud (built-in)")
-        routes[args.ipam_profile] = PLUGIN_NAME
-    host = ProviderHost(
+    return HostConfig(  # in this order: the first flag refused is the one reported
         cloud_provider_hint=args.cloud_provider_hint,
         profile_provider=args.profile_provider,
-        webhook_url=args.webhook_url,
-        host_root=root,
+        host_root=host_root_dir(args),
         probe_metadata=args.probe_metadata,
-        options=options,
-        ipam_factory=factory,
-        registry=registry,
-        profile_routes=routes,
+        options=provider_options(args),
+        ipam=IpamConfig(
+            ranges=tuple(args.ipam_range),
+            profile=args.ipam_profile,
+            allow_static_outside_ranges=args.ipam_allow_static_outside_ranges,
+            db=args.ipam_db,
+            memory=args.ipam_memory,
+            create=args.ipam_db_create,
+            cluster=cluster_scope(args),  # checked now: a bad flag fails at start, not at a claim
+            watch=getattr(args, "ipam_watch", False),
+            watch_jitter_s=float(getattr(args, "ipam_watch_jitter_s", 0.0)),
+            node_claims=getattr(args, "node_claims", None),
+        )
+        if hasattr(args, "ipam_db")
+        else None,
     )
-    if local_ipam is not None and check_selectors:  # said before any claim
-        local_ipam.selectors.check(host.context.host_root)
-    if start:
-        host.start()
-    return host
-
-
-def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
-    """A lazy opener for the node's IPAM store (nothing is opened until used).
-
-    A missing parent directory is refused unless ``--ipam-db-create`` was
-    given: a typo in the path would otherwise start a fresh, empty database
-    next to the real one and hand out addresses the real one holds.
-    """
-    from pathlib import Path
-
-    from ..ipam import open_store, resolve_db_path
-
-    path = getattr(args, "ipam_db", None)
-    memory = bool(getattr(args, "ipam_memory", False))
-    create = bool(getattr(args, "ipam_db_create", False))
-    cluster = cluster_scope(args)  # checked now: a bad flag fails at start, not at a claim
-
-    def opener() -> IpamStore:
-        if not memory:
-            parent = Path(resolve_db_path(path)).parent
-            if not parent.is_dir():
-                if not create:
-                    raise ConfigError(
-                        f"--ipam-db {resolve_db_path(path)}: the directory {parent} does not "
-                        "exist; fix the path (a typo would split the node's IPAM state), or pass "
-                        "--ipam-db-create to create it"
-                    )
-                try:
-                    parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise ConfigError(
-                        f"--ipam-db-create: cannot create {parent} ({exc}); pick a writable "
-                        "--ipam-db PATH"
-                    ) from None
-        if cluster is not None:
-            from ..ipam.cluster import open_cluster_ipam
-
-            node, kubeconfig = cluster
-            watch = bool(getattr(args, "ipam_watch", False))  # serve: views on watches
-            # The collector's view of this node's pods, when it has one (serve
-            # --gc-kubernetes), names gen1 UIDs too: one pods watch per node.
-            shared = getattr(args, "node_claims", None)
-            extra = {} if shared is None else {"claims": shared}
-            store = open_cluster_ipam(
-                resolve_db_path(path),
-                node=node,
-                kubeconfig=kubeconfig,
-                create=create,
-                watch=watch,
-                initial_jitter=float(getattr(args, "ipam_watch_jitter_s", 0.0)),
-                **extra,
-            )
-            if watch:
-                store.start(_cluster_ranges(args))
-            return store
-        return open_store(path, memory=memory, create=create)
-
-    return opener
-
-
-def _cluster_ranges(args: argparse.Namespace) -> list[Any]:
-    """The --ipam-range ranges whose views cluster scope starts at start-up."""
-    specs = getattr(args, "ipam_range", None) or []
-    if not specs:
-        return []
-    from ..local_ipam import LocalIpamConfig
-
-    cfg = LocalIpamConfig.parse(specs)
-    ranges = list(cfg.ranges)
-    for more in cfg.device_ranges.values():
-        ranges += [r for r in more if r not in ranges]
-    return ranges
 
 
 def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifiers:

@@ -107,8 +107,7 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..host import ProviderHost
-    from ..ipam import open_store
+    from ..assembly import HostConfig, IpamConfig, build_host
     from ..models import parse_user_config
     from ..plugins import PluginRegistry
     from .emulate_cmd import build_emulator
@@ -138,12 +137,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             report.step(f"started the {name} {served} emulator", f"{emu.url}  env {human(emu.env)}")
             report.step("wrote a sample node", f"{sample.description}\nhost root {sample.root}")
-            store_path = tmpdir / "ipam.db"
-            host = ProviderHost(
-                host_root=str(sample.root),
-                env=emu.env,
-                registry=reg,
-                ipam_factory=lambda: open_store(str(store_path)),
+            ipam = IpamConfig(db=str(tmpdir / "ipam.db"))
+            host = build_host(
+                HostConfig(host_root=str(sample.root), env=emu.env, ipam=ipam), start=False
             )
             t0 = time.perf_counter()
             det = host.start()

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..lazylog import apply_if_imported, apply_pending
 from .common import (
     add_provider_flags,
-    build_host,
-    checked_options,
+    host_config,
     host_root_dir,
     parse_device,
+    provider_options,
     read_claim,
     read_config,
 )
@@ -164,9 +164,11 @@ def run_detect(args: argparse.Namespace) -> int:
 
     result = _auto_detect(args)
     if result is None or result.provider != NO_PROVIDER:
+        from ..assembly import build_host
+
         apply_pending()  # the host and its libraries log through `logging` itself
         # A provider was named or found: prove it starts (its instance loads).
-        host = build_host(args, start=False)
+        host = build_host(host_config(args), start=False)
         try:
             result = host.start(detection=result)
         finally:
@@ -210,7 +212,11 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
         return None
     registry = PluginRegistry()
     apply_if_imported()  # a plugin that imported logging may log from its hooks
-    options = checked_options(args, registry)
+    options = provider_options(args)
+    if options.settings:  # most nodes pass none: skip importing the checker
+        from ..settings import check_settings
+
+        check_settings(registry, options.settings)
     context = ProviderContext(
         host_root=HostRoot.from_env(root), options=options, env=dict(os.environ)
     )
@@ -218,44 +224,20 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
 
 
 def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
-    host = build_host(args)
+    from ..assembly import build_host, describe_document
+    from ..nic import local_nics
+
+    host = build_host(host_config(args))
     try:
         root = host.context.host_root
-        devices = [parse_device(s, root) for s in args.device] if args.device else None
+        if args.device:
+            devices = [parse_device(s, root) for s in args.device]
+        else:  # every NIC, in natural order (rdma2 before rdma10)
+            nics = [nic.identifiers() for nic in local_nics(root)]
+            devices = sorted(nics, key=lambda d: device_key(d.name, d.pci_address))
         return describe_document(host, devices)
     finally:
         host.close()
-
-
-def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, Any]:
-    """What ``describe -o json`` prints for ``devices`` (default: every local NIC, sorted)."""
-    from ..attributes import value_count
-    from ..nic import local_nics
-
-    if devices is None:  # every NIC, in natural order (rdma2 before rdma10)
-        nics = [nic.identifiers() for nic in local_nics(host.context.host_root)]
-        devices = sorted(nics, key=lambda d: device_key(d.name, d.pci_address))
-    out: dict[str, Any] = {
-        "provider": host.cloud or "none",
-        "instance": host.describe_instance(),
-        "devices": [],
-    }
-    for dev in devices:
-        config = host.device_config(dev)
-        attributes = host.device_attributes(dev)
-        out["devices"].append(
-            {
-                "device": dev.to_wire(),
-                "attributes": {k: v.to_wire() for k, v in attributes.items()},
-                "config": config.to_wire() if config is not None else None,
-                "budget": {
-                    **host.attribute_budget(dev),
-                    "used": len(attributes),
-                    "values_used": sum(value_count(a) for a in attributes.values()),
-                },
-            }
-        )
-    return out
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -304,7 +286,9 @@ def _on_claim(args: argparse.Namespace, act: Callable[..., T]) -> tuple[Any, Any
 
     Returns the device and the claim with ``act``'s result, for the report.
     """
-    host = build_host(args)
+    from ..assembly import build_host
+
+    host = build_host(host_config(args))
     try:
         device = parse_device(args.device, host.context.host_root)
         claim = read_claim(args)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .argtypes import whole_number_type
-from .common import add_provider_flags, build_host, seconds
+from .common import add_provider_flags, host_config, seconds
 from .gc_flags import (
     LIVE_CLAIMS_HELP,
     add_budget_flag,
@@ -353,11 +353,13 @@ def run(args: argparse.Namespace) -> int:
     if server_log.getEffectiveLevel() > logging.INFO:
         server_log.setLevel(logging.INFO)  # access lines and gc results are the server's output
     jitter = _duration("--ipam-watch-jitter", args.ipam_watch_jitter)
-    args.ipam_watch = True  # cluster scope: the ranges' views are watches (cli/common.py)
+    args.ipam_watch = True  # cluster scope: the ranges' views are watches (host_config)
     args.ipam_watch_jitter_s = jitter.total_seconds() if jitter is not None else 0.0
     reclaimer: Any = None
+    from ..assembly import build_host
+
     try:
-        host = build_host(args, check_selectors=False)  # the server checks them
+        host = build_host(host_config(args), check_selectors=False)  # the server checks them
         try:
             refuse_without_role(host)
             require_roles(host, args.require_roles)

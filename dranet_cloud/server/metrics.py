@@ -94,16 +94,10 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide in pr
 
 def local_ipam_ranges(host: ProviderHost) -> list[IPRange]:
     """The ranges of the built-in local-ipam provider, if the host has it."""
-    from ..local_ipam import PLUGIN_NAME
+    from ..local_ipam import PLUGIN_NAME, LocalIpamPlugin
 
     plugin = host.registry.get_plugin(PLUGIN_NAME)
-    config = getattr(plugin, "config", None)
-    if config is None:
-        return []
-    found: list[IPRange] = list(getattr(config, "ranges", []) or [])
-    for extra in (getattr(config, "device_ranges", {}) or {}).values():
-        found.extend(extra)
-    return list(dict.fromkeys(found))
+    return plugin.config.all_ranges() if isinstance(plugin, LocalIpamPlugin) else []
 
 
 class _StateCollector(Collector):

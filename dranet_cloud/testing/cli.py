@@ -47,17 +47,17 @@ def describe_in_process(cloud: str, env: Mapping[str, str], host_root: Path) -> 
 
     For tests that also read what was logged (``caplog``) and must stay fast.
     """
-    from ..cli.provider_cmds import describe_document
+    from ..assembly import HostConfig, build_host, describe_document
     from ..context import ProviderOptions
-    from ..host import ProviderHost
 
-    host = ProviderHost(
-        cloud_provider_hint=cloud,
-        host_root=str(host_root),
-        env=dict(env),
-        options=ProviderOptions(metadata_deadline=5.0),
+    host = build_host(
+        HostConfig(
+            cloud_provider_hint=cloud,
+            host_root=str(host_root),
+            env=dict(env),
+            options=ProviderOptions(metadata_deadline=5.0),
+        )
     )
-    host.start()
     try:
         return describe_document(host)
     finally:

@@ -75,23 +75,18 @@ def served_local_ipam(
 ) -> Iterator[tuple[ProviderHost, httpx.Client]]:
     """A started host serving only ``local-ipam`` (``--ipam-range`` ``specs``) on a real
     socket in ``directory``, with its SQLite store there; ``host_root`` defaults to it."""
-    from ..host import ProviderHost
-    from ..ipam import SqliteStore
-    from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-    from ..plugins import PluginRegistry
+    from ..assembly import HostConfig, IpamConfig, build_host
 
-    reg = PluginRegistry(load_entry_points=False)
-    reg.register(LocalIpamPlugin(LocalIpamConfig.parse(specs)), PLUGIN_NAME)
-    host = ProviderHost(
-        cloud_provider_hint="none",
-        profile_provider="none",
-        host_root=str(host_root or directory),
-        registry=reg,
-        ipam_factory=lambda: SqliteStore(directory / "ipam.db"),
-        profile_routes={PLUGIN_NAME: PLUGIN_NAME},
-        env={},
+    host = build_host(
+        HostConfig(
+            cloud_provider_hint="none",
+            profile_provider="none",
+            host_root=str(host_root or directory),
+            env={},
+            load_entry_points=False,
+            ipam=IpamConfig(ranges=tuple(specs), db=str(directory / "ipam.db")),
+        )
     )
-    host.start()
     try:
         with served_on_unix_socket(host, directory) as client:
             yield host, client
