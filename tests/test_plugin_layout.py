@@ -91,22 +91,40 @@ def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
+def _is_hookimpl_name(target: ast.expr) -> bool:
+    return (isinstance(target, ast.Name) and target.id == "hookimpl") or (
+        isinstance(target, ast.Attribute) and target.attr == "hookimpl"
+    )
+
+
 def _is_hookimpl(fn: ast.FunctionDef) -> bool:
-    for deco in fn.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        if isinstance(target, ast.Name) and target.id == "hookimpl":
-            return True
-        if isinstance(target, ast.Attribute) and target.attr == "hookimpl":
-            return True
-    return False
+    return any(
+        _is_hookimpl_name(deco.func if isinstance(deco, ast.Call) else deco)
+        for deco in fn.decorator_list
+    )
 
 
-def _answers_a_constant(fn: ast.FunctionDef) -> bool:
+def _hookimpls(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.Assign]:
+    """plugin.py's hooks: ``@hookimpl`` functions, and ``name = hookimpl(module.function)``
+    (a module's function that already takes the hook's arguments, marked as the hook)."""
+    hooks: dict[str, ast.FunctionDef | ast.Assign] = {
+        f.name: f for f in _functions(tree).values() if _is_hookimpl(f)
+    }
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(call, ast.Call) and _is_hookimpl_name(call.func):
+            hooks.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
+    return hooks
+
+
+def _answers_a_constant(fn: ast.FunctionDef | ast.Assign) -> bool:
     """A hookimpl with no logic: its body is ``return <constant>`` (after a docstring).
 
     Such a hook (OCI's ``device_config`` that is always ``None``, say) has no
     logic to hold in a module of its own.
     """
+    if isinstance(fn, ast.Assign):
+        return False
     body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
     return (
         len(body) == 1
@@ -115,7 +133,7 @@ def _answers_a_constant(fn: ast.FunctionDef) -> bool:
     )
 
 
-def _modules_reached(fn: ast.FunctionDef) -> set[str]:
+def _modules_reached(fn: ast.FunctionDef | ast.Assign) -> set[str]:
     """Sibling module names a function body imports from or refers to."""
     reached: set[str] = set()
     for node in ast.walk(fn):
@@ -254,7 +272,7 @@ def layout_problems(root: Path) -> list[str]:
                 problems.append(f"dranet_cloud_{name}/{module}: {why}")
     plugin_py = package / "plugin.py"
     if plugin_py.is_file():
-        hooks = {f.name: f for f in _functions(_parse(plugin_py)).values() if _is_hookimpl(f)}
+        hooks = _hookimpls(_parse(plugin_py))
         for hook, module in HOOK_MODULES.items():
             if hook not in hooks or _answers_a_constant(hooks[hook]):
                 continue
@@ -319,7 +337,8 @@ def test_the_checker_names_each_difference(tmp_path: Path) -> None:
         "@hookimpl\ndef local_evidence(context):\n    return detection.local_evidence(context)\n\n"
         "@hookimpl\ndef device_attributes(context, instance, device):\n    return {}\n\n"
         "@hookimpl\ndef device_config(context, instance, device):\n    return {'mtu': 9000}\n\n"
-        '@hookimpl\ndef profile_config(context):\n    """Nothing to add."""\n    return None\n',
+        '@hookimpl\ndef profile_config(context):\n    """Nothing to add."""\n    return None\n'
+        "instance_properties = hookimpl(detection.local_evidence)\n",
     )
     _write(
         pkg / "detection.py",
@@ -346,6 +365,7 @@ def test_the_checker_names_each_difference(tmp_path: Path) -> None:
         "metadata_source.py: open_client(context, timeout) differs",
         "metadata_source.py: load_instance(context, deadline, *, strict) differs",
         "plugin.py's device_attributes does not hand over to .attributes",
+        "plugin.py's instance_properties does not hand over to .metadata_source",
         "the device_config hook is implemented, so dranet_cloud_acme/routing.py must hold",
         "tests/conftest.py does not build its fixtures with PluginFixtures",
     ]

@@ -12,12 +12,12 @@ the override variable in its message (the rule of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.logsafe import safe
 
 from .constants import DMI_PRODUCT_NAME, INSTANCE_ID, METADATA_ROOT, PLUGIN
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from .metadata_source import open_client
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -30,10 +30,6 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One token PUT and one GET of the instance id, together bounded by ``timeout``."""
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-    from dranet_cloud.logsafe import safe
-
-    from .metadata_source import open_client
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as client:

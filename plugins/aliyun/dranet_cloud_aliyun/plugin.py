@@ -1,81 +1,59 @@
 """Hook implementations of the Alibaba Cloud (ECS) plugin.
 
-Thin on purpose: each hook hands over to the module that holds the logic
-(detection, metadata_source, attributes, routing, profile, emulator, sample).
-Nothing is kept at module level; the snapshot the host passes back carries
-all the state.
+Thin on purpose: a hook whose logic already takes the hook's arguments is
+that function, marked here (pluggy passes an implementation only the
+arguments it names); the attribute and device-config hooks pick the
+plugin's own snapshot out of what the host passes.  Nothing is kept at
+module level; the snapshot the host passes back carries all the state.  The
+emulator and the sample hosts are imported inside their hooks, so a node
+daemon never loads the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, detection, metadata_source, profile, routing
+from .snapshot import AliyunInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.claims import ClaimReference
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-    from .snapshot import AliyunInstance
-
-# The metadata client (httpx), the pydantic models (snapshot, attributes,
-# routing, profile), the emulator and the sample hosts are imported inside the
-# hooks that need them, so loading the plugin for local evidence (every CLI
-# command, every auto-detection) imports neither pydantic nor httpx.
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
+profile_config = hookimpl(profile.profile_config)
+release_profile_config = hookimpl(profile.release_profile_config)
 
 
 def _ours(instance: InstanceSnapshot | None) -> AliyunInstance | None:
-    from .snapshot import AliyunInstance
-
     return instance if isinstance(instance, AliyunInstance) else None
-
-
-@hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from .metadata_source import load_instance
-
-    return load_instance(context, deadline)
 
 
 @hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-
     return attributes.device_attributes(context.host_root, _ours(instance), device)
 
 
 @hookimpl
 def attribute_ranking() -> list[str]:
     """eRDMA and placement first (what claims select by); IDs that only describe last."""
-    from . import attributes as a
-
     return [
-        a.ERDMA,
-        a.INSTANCE_TYPE,
-        a.ZONE_ID,
-        a.VSWITCH_ID,
-        a.VPC_ID,
-        a.NETWORK_INTERFACE_ID,
-        a.REGION_ID,
+        attributes.ERDMA,
+        attributes.INSTANCE_TYPE,
+        attributes.ZONE_ID,
+        attributes.VSWITCH_ID,
+        attributes.VPC_ID,
+        attributes.NETWORK_INTERFACE_ID,
+        attributes.REGION_ID,
     ]
 
 
@@ -83,36 +61,7 @@ def attribute_ranking() -> list[str]:
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
-    from . import routing
-
     return routing.device_config(context.host_root, _ours(instance), device)
-
-
-@hookimpl
-def profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-    claim: ClaimReference | None = None,
-) -> NetworkConfig | None:
-    from . import profile
-
-    return profile.profile_config(context, device, claim_uid, config, claim)
-
-
-@hookimpl
-def release_profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig | None,
-) -> bool | None:
-    from . import profile
-
-    return profile.release_profile_config(context, device, claim_uid)
 
 
 @hookimpl

@@ -147,28 +147,21 @@ def nic_config(host_root: HostRoot, nic: AliyunNic, device: DeviceIdentifiers) -
         return config
     routes: list[RouteConfig] = []
     rules: list[RuleConfig] = []
-    v4 = [a for a in (_ip(x, 4) for x in nic.ipv4_addresses()) if a]
-    _family_routing(
-        nic=nic,
-        addresses=v4,
-        subnet=nic.ipv4_subnet(),
-        gateway=_ip(nic.gateway, 4),
-        default="0.0.0.0/0",
-        table=table,
-        routes=routes,
-        rules=rules,
+    families = (
+        (4, nic.ipv4_addresses(), nic.ipv4_subnet(), nic.gateway, "0.0.0.0/0"),
+        (6, nic.ipv6s, nic.ipv6_subnet(), nic.ipv6_gateway, "::/0"),
     )
-    v6 = [a for a in (_ip(x, 6) for x in nic.ipv6s) if a]
-    _family_routing(
-        nic=nic,
-        addresses=v6,
-        subnet=nic.ipv6_subnet(),
-        gateway=_ip(nic.ipv6_gateway, 6),
-        default="::/0",
-        table=table,
-        routes=routes,
-        rules=rules,
-    )
+    for version, addresses, subnet, gateway, default in families:
+        _family_routing(
+            nic=nic,
+            addresses=[a for a in (_ip(x, version) for x in addresses) if a],
+            subnet=subnet,
+            gateway=_ip(gateway, version),
+            default=default,
+            table=table,
+            routes=routes,
+            rules=rules,
+        )
     if routes:
         config.routes = routes
         config.rules = rules

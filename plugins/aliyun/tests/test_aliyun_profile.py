@@ -214,9 +214,7 @@ def test_passthrough_claim_gets_nothing_from_the_profile(erdma_context: Provider
     eth1 = DeviceIdentifiers(name="eth1", mac_address="00:16:3e:2c:8a:11")
     config = NetworkConfig.model_validate({"profile": "x", "interface": {"mtu": 8500}})
     assert (
-        plugin.profile_config(
-            context=erdma_context, instance=None, device=eth1, claim_uid="p", config=config
-        )
+        plugin.profile_config(context=erdma_context, device=eth1, claim_uid="p", config=config)
         is None
     )
     assert erdma_context.ipam.list() == []
@@ -225,7 +223,7 @@ def test_passthrough_claim_gets_nothing_from_the_profile(erdma_context: Provider
 def test_ipvlan_claim_on_an_erdma_nic_uses_its_own_64(erdma_context: ProviderContext) -> None:
     eth1 = DeviceIdentifiers(name="eth1", mac_address="00:16:3e:2c:8a:11")
     result = plugin.profile_config(
-        context=erdma_context, instance=None, device=eth1, claim_uid="e1", config=IPVLAN
+        context=erdma_context, device=eth1, claim_uid="e1", config=IPVLAN
     )
     assert result is not None
     assert _addr(result) in ipaddress.IPv6Network("2408:4005:3cf:7e11:0:f:0:c00/124")
@@ -240,9 +238,7 @@ def test_bond_without_a_global_64_is_denied(tmp_path: Path) -> None:
     )
     context = ProviderContext(host_root=HostRoot(root), ipam_factory=MemoryStore)
     with pytest.raises(ProfileDenied) as denied:
-        plugin.profile_config(
-            context=context, instance=None, device=BOND, claim_uid="c", config=IPVLAN
-        )
+        plugin.profile_config(context=context, device=BOND, claim_uid="c", config=IPVLAN)
     message = str(denied.value)
     assert "LACP bond bond0" in message
     assert "no global IPv6 /64" in message

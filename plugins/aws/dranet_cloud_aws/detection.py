@@ -19,10 +19,14 @@ without ``aws.allow_imdsv1``, a document without an ``i-`` instance id) is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
 
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.logsafe import safe
+
+from .metadata_source import DOCUMENT_PATH, open_client
+from .snapshot import PLUGIN
 
 NITRO_SYS_VENDOR = "Amazon EC2"
 
@@ -49,13 +53,6 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One token and one GET of the identity document, together bounded by ``timeout``."""
-    import json
-
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-    from dranet_cloud.logsafe import safe
-
-    from .metadata_source import DOCUMENT_PATH, open_client
-    from .snapshot import PLUGIN
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as session:

@@ -1,54 +1,39 @@
 """Hook implementations of the AWS plugin (the ``aws`` entry point).
 
-Kept thin: each hook delegates to the module that holds the logic.  The
-emulator and sample host are imported lazily so a node daemon never loads the
-test kit.  The snapshot model, attributes, routing and profile modules (all
-pydantic) are imported inside the hooks that use them, so auto-detection,
-which only calls ``local_evidence``, imports neither pydantic nor httpx.
+A hook whose logic already has the hook's arguments (pluggy passes an
+implementation only the ones it names) is that function, marked here; the
+others are thin functions that hand over to their module.  The emulator and
+the sample node are imported inside their hooks: a node daemon never loads
+the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, detection, metadata_source, profile, routing
+from .snapshot import AwsInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.claims import ClaimReference
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-
-@hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-
-    return metadata_source.load_instance(context, deadline)
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
+profile_config = hookimpl(profile.profile_config)
+release_profile_config = hookimpl(profile.release_profile_config)
 
 
 @hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-    from .snapshot import AwsInstance
-
     if not isinstance(instance, AwsInstance):
         return None
     return attributes.device_attributes(context, instance, device)
@@ -56,51 +41,13 @@ def device_attributes(
 
 @hookimpl
 def attribute_ranking() -> list[str]:
-    from .attributes import RANKING
-
-    return list(RANKING)
+    return list(attributes.RANKING)
 
 
 @hookimpl
-def device_config(
-    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
-) -> NetworkConfig | None:
-    from . import routing
-    from .snapshot import AwsInstance
-
-    if not isinstance(instance, AwsInstance):
-        return None
-    eni = instance.eni(device.mac)
+def device_config(instance: InstanceSnapshot, device: DeviceIdentifiers) -> NetworkConfig | None:
+    eni = instance.eni(device.mac) if isinstance(instance, AwsInstance) else None
     return routing.eni_config(eni) if eni is not None else None
-
-
-@hookimpl
-def profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-    claim: ClaimReference | None = None,
-) -> NetworkConfig | None:
-    from . import profile
-    from .snapshot import AwsInstance
-
-    ours = instance if isinstance(instance, AwsInstance) else None
-    return profile.profile_config(context, ours, device, claim_uid, config, claim)
-
-
-@hookimpl
-def release_profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig | None,
-) -> bool | None:
-    from . import profile
-
-    return profile.release_profile_config(context, device, claim_uid)
 
 
 @hookimpl
@@ -128,8 +75,6 @@ def sample_variants() -> list[str]:
 @hookimpl
 def plugin_settings() -> list[Setting]:
     """``aws.allow_imdsv1`` and ``aws.endpoint_mode`` (see :mod:`.metadata_source`)."""
-    from dranet_cloud.settings import Setting
-
     return [
         Setting("allow_imdsv1", "bool", "accept an IMDS that issues no session tokens"),
         Setting("endpoint_mode", "choice", "IMDS over IPv4 or IPv6", ("ipv4", "ipv6")),

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Sequence
 
 from dranet_cloud.claims import ClaimReference
-from dranet_cloud.context import ProviderContext
+from dranet_cloud.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.errors import ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import IpamStore, Owner
 from dranet_cloud.iprange import IPRange
@@ -184,7 +184,7 @@ def _allocate(
 
 def profile_config(
     context: ProviderContext,
-    instance: AwsInstance | None,
+    instance: InstanceSnapshot | None,
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
@@ -194,20 +194,22 @@ def profile_config(
 
     The metadata and the ENI are looked up only when addresses are needed, so
     a claim asking for none (DHCP, Unnumbered, not IPVLAN) is never denied
-    over them.
+    over them.  ``instance``: the host's snapshot, which is ours unless the
+    host runs another cloud plugin.
     """
+    ours = instance if isinstance(instance, AwsInstance) else None
 
     def eni() -> Eni:
-        if instance is None:
+        if ours is None:
             raise ProfileDenied(
                 f"aws: no EC2 instance metadata is loaded, so device {device.label()} has no "
                 "prefixes or secondary addresses to allocate from; start the host with the "
                 "aws cloud plugin",
                 status=400,
             )
-        found = instance.eni(device.mac)
+        found = ours.eni(device.mac)
         if found is None:
-            raise _unknown_nic(instance, device)
+            raise _unknown_nic(ours, device)
         return found
 
     return subinterface_profile(

@@ -94,25 +94,29 @@ def _int_or_none(raw: str | None, what: str) -> int | None:
         return None
 
 
-def _valid_networks(values: list[str], what: str) -> list[str]:
-    """Keep the entries that parse as CIDRs, in canonical form; warn about the rest."""
+def _valid(values: list[str], what: str, *, cidr: bool) -> list[str]:
+    """Keep the entries that parse (as CIDRs, or as IP addresses), in canonical form; warn
+    about the rest."""
     out: list[str] = []
     for value in values:
         try:
-            out.append(str(ipaddress.ip_network(value, strict=False)))
+            parsed = (
+                ipaddress.ip_network(value, strict=False) if cidr else ipaddress.ip_address(value)
+            )
         except ValueError:
-            log.warning("aws: ignoring %s entry %r from IMDS: not a CIDR", what, value)
+            kind = "a CIDR" if cidr else "an IP address"
+            log.warning("aws: ignoring %s entry %r from IMDS: not %s", what, value, kind)
+        else:
+            out.append(str(parsed))
     return out
+
+
+def _valid_networks(values: list[str], what: str) -> list[str]:
+    return _valid(values, what, cidr=True)
 
 
 def _valid_addresses(values: list[str], what: str) -> list[str]:
-    out: list[str] = []
-    for value in values:
-        try:
-            out.append(str(ipaddress.ip_address(value)))
-        except ValueError:
-            log.warning("aws: ignoring %s entry %r from IMDS: not an IP address", what, value)
-    return out
+    return _valid(values, what, cidr=False)
 
 
 def _text(raw: str | None) -> str | None:

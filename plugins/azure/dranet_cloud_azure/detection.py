@@ -11,12 +11,12 @@ client, naming the endpoint and the override variable: the rule of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.logsafe import safe
 
 from .constants import API_VERSION, DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from .metadata_source import open_client
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -26,10 +26,6 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the instance listing, bounded by ``timeout``."""
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-    from dranet_cloud.logsafe import safe
-
-    from .metadata_source import open_client
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as client:

@@ -1,54 +1,42 @@
 """Hook implementations of the Azure plugin (the ``azure`` entry point).
 
-Thin on purpose: each hook hands over to the module that holds the logic.
-The metadata client (httpx) and the pydantic models are imported inside the
-hooks that need them, so loading the plugin for local evidence (every CLI
-command, every auto-detection) imports neither.  The profile role serves one
-profile, ``azure-ipoib`` (see :mod:`.profile`): an InfiniBand NIC's address
-from the Hyper-V KVP pool, which DRANET's own Azure provider does not offer.
+Thin on purpose: a hook whose logic already takes the hook's arguments is
+that function, marked here (pluggy passes an implementation only the
+arguments it names); the others hand over to their module.  The profile
+role serves one profile, ``azure-ipoib`` (see :mod:`.profile`): an
+InfiniBand NIC's address from the Hyper-V KVP pool, which DRANET's own
+Azure provider does not offer.  The emulator and the sample node are
+imported inside their hooks, so a node daemon never loads the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, constants, detection, metadata_source, profile, routing
+from .snapshot import AzureInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-    from .snapshot import AzureInstance
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+profile_config = hookimpl(profile.profile_config)
 
 
 def _ours(instance: InstanceSnapshot | None) -> AzureInstance | None:
-    from .snapshot import AzureInstance
-
     return instance if isinstance(instance, AzureInstance) else None
 
 
 @hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
 def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-    from .profile import settings
-
-    settings(context)  # a bad --set azure.* stops the start, not the first claim
+    profile.settings(context)  # a bad --set azure.* stops the start, not the first claim
     return metadata_source.load_instance(context, deadline)
 
 
@@ -56,8 +44,6 @@ def instance_properties(context: ProviderContext, deadline: float) -> InstanceSn
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-
     return attributes.device_attributes(context.host_root, _ours(instance), device)
 
 
@@ -65,19 +51,7 @@ def device_attributes(
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
-    from . import routing
-
     return routing.device_config(context.host_root, _ours(instance), device)
-
-
-@hookimpl
-def profile_config(
-    context: ProviderContext, device: DeviceIdentifiers, config: NetworkConfig
-) -> NetworkConfig | None:
-    """The azure-ipoib answer (see :mod:`.profile`): it needs no other argument."""
-    from . import profile
-
-    return profile.profile_config(context, device, config)
 
 
 @hookimpl
@@ -89,8 +63,6 @@ def release_profile_config() -> bool:
 @hookimpl
 def plugin_settings() -> list[Setting]:
     """The ``azure-ipoib`` profile's settings (see :mod:`.profile`)."""
-    from dranet_cloud.settings import Setting
-
     return [
         Setting("ipoib_prefix_length", "int", "prefix length of azure-ipoib addresses (16)"),
         Setting(
@@ -129,24 +101,14 @@ def provider_aliases() -> list[str]:
 @hookimpl
 def attribute_ranking() -> list[str]:
     """DRANET's four first, the fabric-defining ones ahead; the pairing marks last."""
-    from .constants import (
-        ACCELERATED_NETWORKING,
-        ACCELERATED_NETWORKING_VF,
-        INTERCONNECT_GROUP_ID,
-        INTERCONNECT_SUBGROUP_ID,
-        IPV4_SUBNET,
-        PLACEMENT_GROUP_ID,
-        VM_SIZE,
-    )
-
     return [
-        PLACEMENT_GROUP_ID,
-        INTERCONNECT_GROUP_ID,
-        INTERCONNECT_SUBGROUP_ID,
-        VM_SIZE,
-        IPV4_SUBNET,
-        ACCELERATED_NETWORKING_VF,
-        ACCELERATED_NETWORKING,
+        constants.PLACEMENT_GROUP_ID,
+        constants.INTERCONNECT_GROUP_ID,
+        constants.INTERCONNECT_SUBGROUP_ID,
+        constants.VM_SIZE,
+        constants.IPV4_SUBNET,
+        constants.ACCELERATED_NETWORKING_VF,
+        constants.ACCELERATED_NETWORKING,
     ]
 
 

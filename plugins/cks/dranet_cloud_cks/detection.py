@@ -12,14 +12,12 @@ modules, which auto-detection must not pay to import on every node.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
 
+from .labels import CKS_CLUSTER_LABEL, PLUGIN
 from .metadata_source import endpoint_from
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -36,9 +34,6 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     node of every cluster has this configuration, so it is no warning) and
     ``None``.
     """
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-
-    from .labels import CKS_CLUSTER_LABEL, PLUGIN
 
     def probe() -> str:
         node = context.node

@@ -22,12 +22,12 @@ start.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.errors import ProviderUnavailable
 
-    from .snapshot import CksInstance
+from .labels import CKS_CLUSTER_LABEL, PLUGIN, is_cks, relevant
+from .snapshot import CksInstance, rdma_devices_by_pci
 
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
@@ -55,11 +55,6 @@ def endpoint_from(context: ProviderContext) -> str | None:
 
 def load_instance(context: ProviderContext, deadline: float) -> CksInstance:
     """Read the Node (fresh: at start and on every refresh) and check it is CKS."""
-    from dranet_cloud.errors import ProviderUnavailable
-
-    from .labels import CKS_CLUSTER_LABEL, PLUGIN, is_cks, relevant
-    from .snapshot import CksInstance, rdma_devices_by_pci
-
     source = context.node
     all_labels = source.labels(deadline, fresh=True)
     if not is_cks(all_labels):

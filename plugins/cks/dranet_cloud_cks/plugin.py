@@ -1,29 +1,34 @@
 """Hook implementations of the CKS plugin (the ``cks`` entry point, alias ``CKS``).
 
-Thin on purpose: each hook hands over to the module that holds the logic.
+Thin on purpose: detection and the instance read are their modules'
+functions, marked here (pluggy passes each only the arguments it names).
 Local evidence is configuration, not hardware (CKS nodes carry no DMI
 marker; see :mod:`.detection`).  It ranks after every hardware evidence, and
 the confirmation reads the Node and checks its ``cks.coreweave.com/cluster``
 label, as DRANET does.  The metadata source is the Node itself
-(:mod:`.metadata_source`).  Everything that needs pydantic or the Kubernetes
-client is imported inside the hooks.
+(:mod:`.metadata_source`).  The emulator and the sample node are imported
+inside their hooks, so a node daemon never loads the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, detection, labels, metadata_source
+from .snapshot import CksInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
+
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
 
 
 @hookimpl
@@ -37,29 +42,9 @@ def plugin_settings() -> list[Setting]:
 
 
 @hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-
-    return metadata_source.load_instance(context, deadline)
-
-
-@hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-    from .snapshot import CksInstance
-
     if not isinstance(instance, CksInstance):
         return None
     return attributes.device_attributes(context, instance, device)
@@ -67,15 +52,11 @@ def device_attributes(
 
 @hookimpl
 def attribute_ranking() -> list[str]:
-    from .labels import RANKING
-
-    return list(RANKING)
+    return list(labels.RANKING)
 
 
 @hookimpl
-def device_config(
-    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
-) -> NetworkConfig | None:
+def device_config() -> None:
     """None: CKS labels define no addresses, routes or MTU (as in DRANET)."""
     return None
 

@@ -15,10 +15,11 @@ lists no ``instance/`` is some other server (``None``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
 
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from .metadata_source import BASE_PATH, FLAVOR_HEADER, FLAVOR_VALUE, open_client
+from .snapshot import PLUGIN
 
 PRODUCT_NAME = "Google Compute Engine"
 BIOS_VENDOR = "Google"
@@ -41,10 +42,6 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the metadata root listing, bounded by ``timeout``."""
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-
-    from .metadata_source import BASE_PATH, FLAVOR_HEADER, FLAVOR_VALUE, open_client
-    from .snapshot import PLUGIN
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as client:

@@ -1,56 +1,39 @@
 """Hook implementations of the GCE plugin (the ``gce`` entry point).
 
-Kept thin: each hook delegates to the module that holds the logic.  The
-metadata client (httpx) is imported on first network use, so loading the
-plugin and checking local evidence stay cheap for every CLI command; the
-emulator and sample host are imported lazily so a node daemon never loads the
-test kit.  The instance model, attributes, routing and profile modules (all
-pydantic) are imported inside the hooks that use them, so auto-detection,
-which only calls ``local_evidence``, imports neither pydantic nor httpx.
+Detection, the metadata read and the release are their modules' functions,
+marked as hooks here (pluggy passes each only the arguments it names); the
+other hooks pick the plugin's own snapshot out of what the host passes and
+hand over.  The emulator and sample hooks import their modules when called,
+so a node daemon never loads the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, detection, metadata_source, profile, routing
+from .snapshot import GceInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.claims import ClaimReference
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-
-@hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-
-    return metadata_source.load_instance(context, deadline)
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
+profile_config = hookimpl(profile.profile_config)
+release_profile_config = hookimpl(profile.release_profile_config)
 
 
 @hookimpl
 def device_attributes(
-    context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
+    instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-    from .snapshot import GceInstance
-
     if not isinstance(instance, GceInstance):
         return None
     return attributes.device_attributes(instance, device)
@@ -59,67 +42,30 @@ def device_attributes(
 @hookimpl
 def attribute_ranking() -> list[str]:
     """Topology and network first (what claims select by); descriptions last."""
-    from . import attributes as a
-
     return [
-        a.ATTR_NETWORK_NAME,
-        a.ATTR_BLOCK,
-        a.ATTR_SUB_BLOCK,
-        a.ATTR_HOST,
-        a.ATTR_MACHINE_TYPE,
-        a.ATTR_GPU_DIRECT,
-        a.ATTR_NETWORK_PROJECT_NUMBER,
-        a.ATTR_IP_ALIASES,
+        attributes.ATTR_NETWORK_NAME,
+        attributes.ATTR_BLOCK,
+        attributes.ATTR_SUB_BLOCK,
+        attributes.ATTR_HOST,
+        attributes.ATTR_MACHINE_TYPE,
+        attributes.ATTR_GPU_DIRECT,
+        attributes.ATTR_NETWORK_PROJECT_NUMBER,
+        attributes.ATTR_IP_ALIASES,
     ]
 
 
 @hookimpl
-def device_config(
-    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
-) -> NetworkConfig | None:
-    from . import routing
-    from .snapshot import GceInstance
-
-    if not isinstance(instance, GceInstance):
-        return None
-    nic = instance.nic_for(device)
+def device_config(instance: InstanceSnapshot, device: DeviceIdentifiers) -> NetworkConfig | None:
+    nic = instance.nic_for(device) if isinstance(instance, GceInstance) else None
     return routing.nic_config(nic) if nic is not None else None
 
 
 @hookimpl
-def profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig,
-    claim: ClaimReference | None = None,
-) -> NetworkConfig | None:
-    from . import profile
-    from .snapshot import GceInstance
+def sample_variants() -> list[str]:
+    """The machine types ``sample_host`` writes besides the default one."""
+    from .sample import VARIANTS
 
-    ours = instance if isinstance(instance, GceInstance) else None
-    return profile.profile_config(context, ours, device, claim_uid, config, claim)
-
-
-@hookimpl
-def release_profile_config(
-    context: ProviderContext,
-    instance: InstanceSnapshot,
-    device: DeviceIdentifiers,
-    claim_uid: str,
-    config: NetworkConfig | None,
-) -> bool | None:
-    from . import profile
-
-    return profile.release_profile_config(context, device, claim_uid)
-
-
-@hookimpl
-def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
-    from .emulator import build_emulator
-
-    return build_emulator(fixture, listen, faults)
+    return [v for v in VARIANTS if v]
 
 
 @hookimpl
@@ -130,11 +76,10 @@ def sample_host(dest: Path, variant: str | None) -> SampleHost | None:
 
 
 @hookimpl
-def sample_variants() -> list[str]:
-    """The machine types ``sample_host`` writes besides the default one."""
-    from .sample import VARIANTS
+def emulator(fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
+    from .emulator import build_emulator
 
-    return [v for v in VARIANTS if v]
+    return build_emulator(fixture, listen, faults)
 
 
 @hookimpl

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from dranet_cloud.claims import ClaimReference
-from dranet_cloud.context import ProviderContext
+from dranet_cloud.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.errors import ProfileDenied
 from dranet_cloud.ipam import Owner
 from dranet_cloud.iprange import IPRange, ip_range_from_cidr, marker_range
@@ -97,7 +97,7 @@ def _device_ranges(instance: GceInstance | None, device: DeviceIdentifiers) -> l
 
 def profile_config(
     context: ProviderContext,
-    instance: GceInstance | None,
+    instance: InstanceSnapshot | None,
     device: DeviceIdentifiers,
     claim_uid: str,
     config: NetworkConfig,
@@ -106,8 +106,10 @@ def profile_config(
     """Addresses for an IPVLAN claim; ``None`` for anything else.
 
     The metadata is consulted only when addresses are needed, so a claim
-    asking for none is never denied over a missing NIC.
+    asking for none is never denied over a missing NIC.  ``instance``: the
+    host's snapshot, which is ours unless the host runs another cloud plugin.
     """
+    gce = instance if isinstance(instance, GceInstance) else None
     return subinterface_profile(
         context,
         pool=PLUGIN,
@@ -115,7 +117,7 @@ def profile_config(
         claim_uid=claim_uid,
         config=config,
         claim=claim,
-        ranges=lambda: _device_ranges(instance, device),
+        ranges=lambda: _device_ranges(gce, device),
     )
 
 

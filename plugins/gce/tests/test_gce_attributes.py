@@ -11,7 +11,6 @@ from dranet_cloud_gce.attributes import join_within
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
 from dranet_cloud.attributes import attribute_name_problem, validate_attributes
-from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import DeviceIdentifiers
 
 
@@ -20,7 +19,7 @@ def _values(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_primary_nic_attributes(gce_instance: GceInstance, gce_devices: list[Any]) -> None:
-    attrs = plugin.device_attributes(ProviderContext(env={}), gce_instance, gce_devices[0])
+    attrs = plugin.device_attributes(gce_instance, gce_devices[0])
     assert attrs is not None
     assert _values(attrs) == {
         "gce.dra.net/machineType": "a3-megagpu-8g",
@@ -38,7 +37,7 @@ def test_primary_nic_attributes(gce_instance: GceInstance, gce_devices: list[Any
 
 def test_gpu_nic_attributes(gce_instance: GceInstance, gce_devices: list[Any]) -> None:
     for i, device in enumerate(gce_devices[1:], start=1):
-        attrs = plugin.device_attributes(ProviderContext(env={}), gce_instance, device)
+        attrs = plugin.device_attributes(gce_instance, device)
         assert attrs is not None
         values = _values(attrs)
         assert values["gce.dra.net/networkName"] == f"a3mega-gpu-{i}"
@@ -48,7 +47,7 @@ def test_gpu_nic_attributes(gce_instance: GceInstance, gce_devices: list[Any]) -
 
 def test_unknown_nic_gets_instance_attributes_only(gce_instance: GceInstance) -> None:
     device = DeviceIdentifiers(name="eth9", mac_address="42:01:c0:a8:63:02")
-    attrs = plugin.device_attributes(ProviderContext(env={}), gce_instance, device)
+    attrs = plugin.device_attributes(gce_instance, device)
     assert attrs is not None
     assert set(attrs) == {
         "gce.dra.net/machineType",
@@ -63,7 +62,6 @@ def test_no_gpudirect_for_other_machine_types(gce_tree: dict[str, Any]) -> None:
     gce_tree["instance"]["machineType"] = "projects/1/machineTypes/n2-standard-8"
     inst = parse_instance(gce_tree)
     attrs = plugin.device_attributes(
-        ProviderContext(env={}),
         inst,
         DeviceIdentifiers(name="eth0", mac_address="42:01:0a:80:00:46"),
     )
@@ -76,7 +74,7 @@ def test_every_attribute_passes_the_api_server_limits(
     gce_instance: GceInstance, gce_devices: list[Any]
 ) -> None:
     for device in gce_devices:
-        attrs = plugin.device_attributes(ProviderContext(env={}), gce_instance, device)
+        attrs = plugin.device_attributes(gce_instance, device)
         assert attrs is not None
         for name in attrs:
             assert attribute_name_problem(name) is None, name
@@ -91,7 +89,6 @@ def test_long_alias_list_is_cut_at_an_element_boundary(
     inst = parse_instance(gce_tree)
     with caplog.at_level(logging.WARNING, logger="dranet_cloud_gce"):
         attrs = plugin.device_attributes(
-            ProviderContext(env={}),
             inst,
             DeviceIdentifiers(name="eth0", mac_address="42:01:0a:80:00:46"),
         )
@@ -120,14 +117,10 @@ def test_first_alias_longer_than_the_limit_is_dropped(gce_tree: dict[str, Any]) 
     inst = parse_instance(gce_tree)
     nic0 = inst.nics[0].model_copy(update={"ip_aliases": ["x" * 70]})
     inst = inst.model_copy(update={"nics": [nic0, *inst.nics[1:]]})
-    attrs = plugin.device_attributes(
-        ProviderContext(env={}), inst, DeviceIdentifiers(name="eth0", mac_address=nic0.mac)
-    )
+    attrs = plugin.device_attributes(inst, DeviceIdentifiers(name="eth0", mac_address=nic0.mac))
     assert attrs is not None
     assert "gce.dra.net/ipAliases" not in attrs
 
 
 def test_not_a_gce_snapshot() -> None:
-    assert (
-        plugin.device_attributes(ProviderContext(env={}), None, DeviceIdentifiers(name="x")) is None
-    )
+    assert plugin.device_attributes(None, DeviceIdentifiers(name="x")) is None

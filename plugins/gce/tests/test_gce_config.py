@@ -9,12 +9,11 @@ from dranet_cloud_gce import plugin
 from dranet_cloud_gce.routing import SCOPE_LINK, gce_mac_for_ipv4
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
-from dranet_cloud.context import ProviderContext
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 
 
 def _config(inst: GceInstance, device: DeviceIdentifiers) -> NetworkConfig | None:
-    return plugin.device_config(ProviderContext(env={}), inst, device)
+    return plugin.device_config(inst, device)
 
 
 def test_primary_nic_config(gce_instance: GceInstance, gce_devices: list[Any]) -> None:

@@ -88,13 +88,13 @@ def test_release_frees_by_owner_whatever_the_config(
     _get(ipam_context, gce_instance, dev, "claim-a")
     b = _addresses(_get(ipam_context, gce_instance, dev, "claim-b"))
     # The config at teardown no longer lists the addresses (or is gone entirely).
-    assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", None) is True
+    assert plugin.release_profile_config(ipam_context, dev, "claim-a") is True
     held = ipam_context.ipam.list()
     assert {a.address for a in held} == set(b)
     assert all(a.owner == Owner("gce", described_nic(dev).identity, "claim-b") for a in held)
     # Idempotent, and unknown claims are fine.
-    assert plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", IPVLAN) is True
-    assert plugin.release_profile_config(ipam_context, gce_instance, dev, "never", None) is True
+    assert plugin.release_profile_config(ipam_context, dev, "claim-a") is True
+    assert plugin.release_profile_config(ipam_context, dev, "never") is True
     assert len(ipam_context.ipam.list()) == 2
 
 
@@ -103,7 +103,7 @@ def test_after_release_the_claim_can_allocate_again(
 ) -> None:
     dev = gce_devices[0]
     _get(ipam_context, gce_instance, dev, "claim-a")
-    plugin.release_profile_config(ipam_context, gce_instance, dev, "claim-a", None)
+    plugin.release_profile_config(ipam_context, dev, "claim-a")
     assert ipam_context.ipam.list() == []
     assert len(_addresses(_get(ipam_context, gce_instance, dev, "claim-a"))) == 2
 
@@ -197,7 +197,7 @@ def test_owners_are_per_device(ipam_context: ProviderContext, gce_tree: dict[str
         Owner("gce", described_nic(dev0).identity, "same-claim"),
         Owner("gce", described_nic(dev1).identity, "same-claim"),
     }
-    plugin.release_profile_config(ipam_context, inst, dev1, "same-claim", None)
+    plugin.release_profile_config(ipam_context, dev1, "same-claim")
     assert {a.owner for a in ipam_context.ipam.list()} == {
         Owner("gce", described_nic(dev0).identity, "same-claim")
     }

@@ -10,12 +10,11 @@ override variable: the rule of :func:`dranet_cloud.detection.confirm_probe`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
 
 from .constants import DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from .metadata_source import open_client
 
 
 def local_evidence(context: ProviderContext) -> str | None:
@@ -25,9 +24,6 @@ def local_evidence(context: ProviderContext) -> str | None:
 
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One GET of the instance document, bounded by ``timeout``."""
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-
-    from .metadata_source import open_client
 
     def probe() -> str:
         with open_client(context, timeout=timeout) as client:

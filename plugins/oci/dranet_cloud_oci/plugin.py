@@ -1,61 +1,45 @@
 """Hook implementations of the OCI plugin (the ``oci`` entry point).
 
-Thin on purpose: each hook hands over to the module that holds the logic.
-The metadata client (httpx) and the pydantic models are imported inside the
-hooks that need them, so loading the plugin for local evidence (every CLI
-command, every auto-detection) imports neither.  OCI has no profile role and
-no device config: DRANET's OKE provider publishes attributes only, and an
-RDMA NIC of a bare-metal GPU shape is not a VNIC the metadata could route.
+Thin on purpose: detection and the instance read are their modules'
+functions, marked here (pluggy passes each only the arguments it names);
+the attribute hook picks the plugin's own snapshot out of what the host
+passes.  OCI has no profile role and no device config: DRANET's OKE
+provider publishes attributes only, and an RDMA NIC of a bare-metal GPU
+shape is not a VNIC the metadata could route.  The emulator and the sample
+node are imported inside their hooks, so a node daemon never loads the test
+kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers
 
-from . import detection
+from . import attributes, constants, detection, metadata_source
+from .snapshot import OciInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-
-@hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-
-    return metadata_source.load_instance(context, deadline)
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
 
 
 @hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    from . import attributes
-    from .snapshot import OciInstance
-
     ours = instance if isinstance(instance, OciInstance) else None
     return attributes.device_attributes(context.host_root, ours, device)
 
 
 @hookimpl
-def device_config(
-    context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
-) -> NetworkConfig | None:
+def device_config() -> None:
     """Nothing, as DRANET's OKE provider: OCI gives no per-device network config."""
     return None
 
@@ -89,26 +73,15 @@ def provider_aliases() -> list[str]:
 @hookimpl
 def attribute_ranking() -> list[str]:
     """DRANET's five first, the closest topology grouping ahead; VNIC facts last."""
-    from .constants import (
-        GPU_MEMORY_FABRIC_ID,
-        HPC_ISLAND_ID,
-        LOCAL_BLOCK_ID,
-        NETWORK_BLOCK_ID,
-        RACK_ID,
-        SUBNET_CIDR_BLOCK,
-        VIRTUAL_ROUTER_IP,
-        VNIC_ID,
-    )
-
     return [
-        LOCAL_BLOCK_ID,
-        NETWORK_BLOCK_ID,
-        HPC_ISLAND_ID,
-        GPU_MEMORY_FABRIC_ID,
-        RACK_ID,
-        VNIC_ID,
-        SUBNET_CIDR_BLOCK,
-        VIRTUAL_ROUTER_IP,
+        constants.LOCAL_BLOCK_ID,
+        constants.NETWORK_BLOCK_ID,
+        constants.HPC_ISLAND_ID,
+        constants.GPU_MEMORY_FABRIC_ID,
+        constants.RACK_ID,
+        constants.VNIC_ID,
+        constants.SUBNET_CIDR_BLOCK,
+        constants.VIRTUAL_ROUTER_IP,
     ]
 
 

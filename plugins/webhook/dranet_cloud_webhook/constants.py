@@ -1,17 +1,13 @@
-"""The webhook plugin's name and where its URL comes from, with no imports.
+"""The webhook plugin's name and where its URL comes from.
 
-A leaf module: local evidence (:mod:`.detection`, on every node start and
-every ``dranet-cloud detect``) needs only :func:`configured_url`, and every
-other module of the plugin needs the name, so neither may pull in ``ssl``,
-httpx or pydantic, nor import a module that imports them back.
+A leaf module: every other module of the plugin needs the name, and local
+evidence (:mod:`.detection`) needs :func:`configured_url`, so it imports
+no module of the plugin (none can import it back).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from dranet_cloud.context import ProviderContext
 
 PLUGIN = "webhook"
 

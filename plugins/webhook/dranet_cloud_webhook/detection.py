@@ -1,8 +1,8 @@
 """Is a BYODP webhook configured here, and does it answer as one?
 
 Local evidence is simply a configured URL (``--webhook-url`` or
-``DRANET_CLOUD_WEBHOOK_URL``), found without any I/O and without importing
-``ssl``, httpx or pydantic: auto-detection calls it on every node start.
+``DRANET_CLOUD_WEBHOOK_URL``), found without any I/O: auto-detection calls
+it on every node start.
 Confirmation polls ``/health`` (see :mod:`.health`) for at most the probe
 timeout, under the core's rule (:func:`dranet_cloud.detection.confirm_probe`):
 a webhook that is not a BYODP webhook, or that does not offer the cloud
@@ -12,15 +12,16 @@ raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from dranet_cloud.context import ProviderContext
+from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
 from dranet_cloud.lazylog import LazyLogger
+from dranet_cloud.models import Capabilities
 
 from .constants import PLUGIN, configured_url
-
-if TYPE_CHECKING:
-    from dranet_cloud.context import ProviderContext
+from .health import HealthError, wait_for_health
+from .metadata_source import endpoint_from, open_client
 
 log = LazyLogger(__name__)
 
@@ -44,12 +45,6 @@ def confirm(context: ProviderContext, timeout: float) -> str | None:
     url = configured_url(context)
     if url is None:
         return None
-    from dranet_cloud.detection import NotThisCloud, confirm_probe
-    from dranet_cloud.errors import ConfigError, ProviderUnavailable
-    from dranet_cloud.models import Capabilities
-
-    from .health import HealthError, wait_for_health
-    from .metadata_source import endpoint_from, open_client
 
     def probe() -> Capabilities:
         try:

@@ -15,7 +15,6 @@ different here, on purpose:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -26,6 +25,7 @@ from .client import pooled_client
 from .constants import PLUGIN, URL_ENV, configured_url
 from .endpoint import (
     ACCEPTED_FORMS,
+    WebhookEndpoint,
     health_wait,
     parse_webhook_url,
     request_timeout,
@@ -33,9 +33,6 @@ from .endpoint import (
 )
 from .health import wait_for_health
 from .snapshot import WebhookInstance
-
-if TYPE_CHECKING:
-    from .endpoint import WebhookEndpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,96 +1,68 @@
 """Hook implementations of the webhook (BYODP client) plugin.
 
 Thin on purpose: each hook hands over to the module that holds the logic,
-as in every plugin.  The webhook maps onto the plugin skeleton like this:
-detection (:mod:`.detection`) is a configured URL, confirmed by ``/health``;
-the metadata source (:mod:`.metadata_source`) is the webhook itself, whose
-``/health`` handshake is the snapshot (:mod:`.snapshot`); the attribute,
-device-config and profile hooks (:mod:`.attributes`, :mod:`.routing`,
-:mod:`.profile`) each forward one BYODP call (:mod:`.calls`).  URL and TLS
-handling live in :mod:`.endpoint`, HTTP in :mod:`.client`.  Those import
-the HTTP stack, so they are imported inside the hooks: loading the plugin
-for ``local_evidence`` (every node, every start) imports neither httpx,
-pydantic nor ssl.
+as in every plugin (detection and the instance read are those modules'
+functions, marked here).  The webhook maps onto the plugin skeleton like
+this: detection (:mod:`.detection`) is a configured URL, confirmed by
+``/health``; the metadata source (:mod:`.metadata_source`) is the webhook
+itself, whose ``/health`` handshake is the snapshot (:mod:`.snapshot`); the
+attribute, device-config and profile hooks (:mod:`.attributes`,
+:mod:`.routing`, :mod:`.profile`) each forward one BYODP call
+(:mod:`.calls`).  URL and TLS handling live in :mod:`.endpoint`, HTTP in
+:mod:`.client`.  The emulator and the sample node are imported inside their
+hooks, so a node daemon never loads the test kit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dranet_cloud.claims import ClaimReference
+from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
 from dranet_cloud.errors import ProviderUnavailable
 from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.settings import Setting
 
-from . import detection
+from . import attributes, detection, metadata_source, profile, routing
 from .constants import PLUGIN
+from .snapshot import WebhookInstance
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from dranet_cloud.claims import ClaimReference
-    from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-    from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from dranet_cloud.settings import Setting
+if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
     from dranet_cloud.testing.emulator import Emulator
 
-    from .snapshot import WebhookInstance
-
-
-@hookimpl
-def local_evidence(context: ProviderContext) -> str | None:
-    return detection.local_evidence(context)
-
-
-@hookimpl
-def confirm_environment(context: ProviderContext, timeout: float) -> str | None:
-    return detection.confirm(context, timeout)
-
-
-@hookimpl
-def instance_properties(context: ProviderContext, deadline: float) -> InstanceSnapshot:
-    from . import metadata_source
-
-    return metadata_source.load_instance(context, deadline)
-
-
-def _webhook(instance: InstanceSnapshot | None) -> WebhookInstance | None:
-    from .snapshot import WebhookInstance
-
-    return instance if isinstance(instance, WebhookInstance) else None
+local_evidence = hookimpl(detection.local_evidence)
+confirm_environment = hookimpl(detection.confirm)
+instance_properties = hookimpl(metadata_source.load_instance)
 
 
 @hookimpl
 def device_attributes(
     context: ProviderContext, instance: InstanceSnapshot | None, device: DeviceIdentifiers
 ) -> AttributeMap | None:
-    webhook = _webhook(instance)
-    if webhook is None:
+    if not isinstance(instance, WebhookInstance):
         return None
-    from . import attributes
-
-    return attributes.device_attributes(context, webhook, device)
+    return attributes.device_attributes(context, instance, device)
 
 
 @hookimpl
 def device_config(
     context: ProviderContext, instance: InstanceSnapshot, device: DeviceIdentifiers
 ) -> NetworkConfig | None:
-    webhook = _webhook(instance)
-    if webhook is None:
+    if not isinstance(instance, WebhookInstance):
         return None
-    from . import routing
-
-    return routing.device_config(context, webhook, device)
+    return routing.device_config(context, instance, device)
 
 
 def _require_webhook(instance: InstanceSnapshot, what: str) -> WebhookInstance:
-    webhook = _webhook(instance)
-    if webhook is None:
+    if not isinstance(instance, WebhookInstance):
         raise ProviderUnavailable(
             f"{PLUGIN}: {what} was called without the webhook's own snapshot "
             f"(got {type(instance).__name__}); the host must load the webhook with "
             f"instance_properties first"
         )
-    return webhook
+    return instance
 
 
 @hookimpl
@@ -103,8 +75,6 @@ def profile_config(
     claim: ClaimReference | None = None,
 ) -> NetworkConfig | None:
     webhook = _require_webhook(instance, "GetProfileConfig")
-    from . import profile
-
     return profile.profile_config(context, webhook, device, claim_uid, config, claim)
 
 
@@ -117,8 +87,6 @@ def release_profile_config(
     config: NetworkConfig | None,
 ) -> bool | None:
     webhook = _require_webhook(instance, "ReleaseProfileConfig")
-    from . import profile
-
     return profile.release_profile_config(context, webhook, device, claim_uid, config)
 
 
@@ -146,8 +114,6 @@ def sample_variants() -> list[str]:
 @hookimpl
 def plugin_settings() -> list[Setting]:
     """TLS files and timeouts of the BYODP client (see :mod:`.endpoint`)."""
-    from dranet_cloud.settings import Setting
-
     return [
         Setting("ca_bundle", "path", "CA bundle that signs the webhook's certificate"),
         Setting("client_cert", "path", "client certificate for mutual TLS"),

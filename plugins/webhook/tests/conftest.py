@@ -29,6 +29,7 @@ from dranet_cloud_webhook.example_server import (
 )
 
 from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 
@@ -274,3 +275,17 @@ def example_process(background: Callable[..., Any]) -> Callable[..., str]:
         return str(background(sys.executable, str(EXAMPLE_SCRIPT), *args)["url"])
 
     return start
+
+
+@pytest.fixture()
+def gce_node(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, str]]:
+    """The GCE plugin's own emulator and sample host (through its hooks only)."""
+    reg = PluginRegistry()
+    if "gce" not in reg.names():
+        pytest.skip("the gce plugin is not installed")
+    sample = reg.call("gce", "sample_host", dest=tmp_path / "gce-host", variant=None)
+    emu = reg.call("gce", "emulator", fixture=None, listen="127.0.0.1:0", faults=None)
+    if sample is None or emu is None:
+        pytest.skip("the gce plugin ships no emulator/sample host yet")
+    with emu:
+        yield dict(emu.env), sample.root, sample.claim_device or "eth0"

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from dranet_cloud.plugins import PluginRegistry
 
 IPVLAN = json.dumps({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
@@ -255,23 +252,10 @@ def test_emulate_webhook_points_the_plugin_at_itself(
     assert eth2["config"] == {"interface": {"mtu": 8896}}
 
 
-@pytest.fixture()
-def gce_emulator(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, str]]:
-    reg = PluginRegistry()
-    if "gce" not in reg.names():
-        pytest.skip("the gce plugin is not installed")
-    sample = reg.call("gce", "sample_host", dest=tmp_path / "gce-host", variant=None)
-    emu = reg.call("gce", "emulator", fixture=None, listen="127.0.0.1:0", faults=None)
-    if sample is None or emu is None:
-        pytest.skip("the gce plugin ships no emulator/sample host yet")
-    with emu:
-        yield dict(emu.env), sample.root, sample.claim_device or "eth0"
-
-
 def test_gce_cloud_and_webhook_profiles_mix(
-    cli: Any, serve: Any, gce_emulator: tuple[dict[str, str], Path, str], transport: str
+    cli: Any, serve: Any, gce_node: tuple[dict[str, str], Path, str], transport: str
 ) -> None:
-    env, root, nic = gce_emulator
+    env, root, nic = gce_node
     server = serve(transport)
     flags = (
         "--cloud-provider-hint", "gce", "--profile-provider", "webhook",

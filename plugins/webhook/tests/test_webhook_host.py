@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from dranet_cloud.errors import ProfileDenied, ProviderInitError, ProviderUnavai
 from dranet_cloud.host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
 
 IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 
@@ -119,24 +117,10 @@ def test_failed_release_is_reported_not_raised(
     assert "forced to answer 500" in caplog.text
 
 
-@pytest.fixture()
-def gce(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, str]]:
-    """The GCE plugin's own emulator and sample host (through its hooks only)."""
-    reg = PluginRegistry()
-    if "gce" not in reg.names():
-        pytest.skip("the gce plugin is not installed")
-    sample = reg.call("gce", "sample_host", dest=tmp_path / "gce-host", variant=None)
-    emu = reg.call("gce", "emulator", fixture=None, listen="127.0.0.1:0", faults=None)
-    if sample is None or emu is None:
-        pytest.skip("the gce plugin ships no emulator/sample host yet")
-    with emu:
-        yield dict(emu.env), sample.root, sample.claim_device or "eth0"
-
-
 def test_gce_cloud_with_webhook_profiles(
-    serve: Any, gce: tuple[dict[str, str], Path, str], transport: str
+    serve: Any, gce_node: tuple[dict[str, str], Path, str], transport: str
 ) -> None:
-    env, root, nic = gce
+    env, root, nic = gce_node
     server = serve(transport)
     host = make_host(
         server.url, root, env=env, cloud_provider_hint="gce", profile_provider="webhook"
