@@ -33,18 +33,14 @@ import functools
 import logging
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .hostroot import HostRoot
 from .hwaddr import link_address, normalize_mac
+from .ipam.base import Owner
 from .logsafe import WarnOnce
 from .models import DeviceIdentifiers
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from .hostroot import HostRoot
-    from .ipam.base import Owner
 
 log = logging.getLogger(__name__)
 
@@ -595,7 +591,5 @@ def nic_owner(host_root: HostRoot, pool: str, device: DeviceIdentifiers, claim_u
     same NIC under its interface name, DRA device name, MAC or PCI address is
     one owner (see :func:`dranet_cloud.ipam.base.linked`).
     """
-    from .ipam.base import Owner
-
     nic = resolve_nic(host_root, device)
     return Owner(pool, nic.identity, claim_uid, nic.keys)

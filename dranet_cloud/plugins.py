@@ -9,6 +9,7 @@ whose ``@hookimpl`` names no hook is refused when it is loaded
 
 from __future__ import annotations
 
+import logging
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -16,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 from . import hookspecs
 from ._hookmarks import PROJECT, SPEC_ATTR, Impl, Signature, call_with, is_plain, plugin_hooks
 from .errors import ConfigError, PluginError, UnknownHookError
-from .lazylog import LazyLogger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pluggy
 
-log = LazyLogger(__name__)
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "dranet_cloud"
 

@@ -6,22 +6,29 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
+
+from ..claims import ClaimReference, resolve_claim
+from ..context import ProviderOptions
 from ..errors import ConfigError
+from ..host import ProviderHost
+from ..hostroot import HOST_ROOT_ENV, HostRoot
+from ..hwaddr import normalize_mac
+from ..ipam import open_store, resolve_db_path
+from ..ipam.base import IpamStore
+from ..ipam.cluster import open_cluster_ipam
+from ..kube import load_config
+from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
+from ..models import DeviceIdentifiers, NetworkConfig, describe_validation_error, parse_user_config
+from ..nic import resolve_nic
+from ..plugins import PluginRegistry
+from ..settings import check_settings
 from .argtypes import seconds_type
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from ..claims import ClaimReference
-    from ..context import ProviderOptions
-    from ..host import ProviderHost
-    from ..hostroot import HostRoot
-    from ..ipam.base import IpamStore
-    from ..models import DeviceIdentifiers, NetworkConfig
-    from ..plugins import PluginRegistry
-
+from .gc_flags import add_kubeconfig_flag
 
 MAX_SECONDS = 86400.0
 
@@ -108,8 +115,6 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         "(default: $NODE_NAME, the downward API convention)",
     )
     if "--kubeconfig" not in p._option_string_actions:  # serve has it among its --gc-* flags
-        from .gc_flags import add_kubeconfig_flag
-
         add_kubeconfig_flag(g)
     g.add_argument(
         "--set",
@@ -205,7 +210,6 @@ def cluster_scope(args: argparse.Namespace) -> tuple[str, str | None] | None:
             "drop --ipam-memory"
         )
     kubeconfig = getattr(args, "kubeconfig", None)
-    from ..kube import load_config
 
     try:
         load_config(kubeconfig)
@@ -230,8 +234,6 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
     A mistyped root has no DMI files and no NICs, so the node would quietly
     run with provider ``none``; an error names the flag instead.
     """
-    from ..hostroot import HOST_ROOT_ENV
-
     root = args.host_root or os.environ.get(HOST_ROOT_ENV) or None
     if root is not None and not os.path.isdir(root):
         source = "--host-root" if args.host_root else HOST_ROOT_ENV
@@ -244,12 +246,8 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
 
 def checked_options(args: argparse.Namespace, registry: PluginRegistry) -> ProviderOptions:
     """Provider options from the flags, with every ``--set`` checked against its plugin."""
-    from ..context import ProviderOptions
-
     settings = parse_settings(args.settings)
     if settings:  # most nodes pass none: skip importing the checker
-        from ..settings import check_settings
-
         check_settings(registry, settings)
     return ProviderOptions(
         webhook_url=args.webhook_url,
@@ -270,9 +268,6 @@ def build_host(
     ``check_selectors``: warn now about ``--ipam-range`` selectors that match
     no NIC; ``serve`` leaves it to its server, after its first log line.
     """
-    from ..host import ProviderHost
-    from ..plugins import PluginRegistry
-
     root = host_root_dir(args)
     registry = PluginRegistry()
     options = checked_options(args, registry)
@@ -280,8 +275,6 @@ def build_host(
     routes: dict[str, str] = {}
     local_ipam = None
     if getattr(args, "ipam_range", None):
-        from ..local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-
         local_ipam = LocalIpamPlugin(
             LocalIpamConfig.parse(args.ipam_range),
             allow_static_outside_ranges=getattr(args, "ipam_allow_static_outside_ranges", False),
@@ -313,10 +306,6 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
     given: a typo in the path would otherwise start a fresh, empty database
     next to the real one and hand out addresses the real one holds.
     """
-    from pathlib import Path
-
-    from ..ipam import open_store, resolve_db_path
-
     path = getattr(args, "ipam_db", None)
     memory = bool(getattr(args, "ipam_memory", False))
     create = bool(getattr(args, "ipam_db_create", False))
@@ -340,8 +329,6 @@ def ipam_factory(args: argparse.Namespace) -> Callable[[], IpamStore]:
                         "--ipam-db PATH"
                     ) from None
         if cluster is not None:
-            from ..ipam.cluster import open_cluster_ipam
-
             node, kubeconfig = cluster
             watch = bool(getattr(args, "ipam_watch", False))  # serve: views on watches
             # The collector's view of this node's pods, when it has one (serve
@@ -370,7 +357,6 @@ def _cluster_ranges(args: argparse.Namespace) -> list[Any]:
     specs = getattr(args, "ipam_range", None) or []
     if not specs:
         return []
-    from ..local_ipam import LocalIpamConfig
 
     cfg = LocalIpamConfig.parse(specs)
     ranges = list(cfg.ranges)
@@ -386,9 +372,6 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
     the NIC by MAC, then PCI address, then name.  With ``host_root`` the
     identifiers are completed from the NIC they resolve to.
     """
-    from ..hwaddr import normalize_mac
-    from ..models import DeviceIdentifiers
-
     fields: dict[str, str] = {}
     if "=" not in spec:
         fields["name"] = spec
@@ -410,8 +393,6 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
             raise ConfigError(f"--device {spec!r}: {exc}") from None
     device = DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci)
     if host_root is not None:
-        from ..nic import resolve_nic
-
         nic = resolve_nic(host_root, device)
         if nic.found:
             return nic.identifiers()
@@ -431,12 +412,6 @@ def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_config(path: str | None) -> NetworkConfig | None:
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from ..models import describe_validation_error, parse_user_config
-
     if not path:
         return None
     try:
@@ -465,8 +440,6 @@ def read_claim(args: argparse.Namespace) -> ClaimReference:
     prints it (what gen2 DRANET sends); ``--claim-uid`` is the gen1 form.
     Both given must name the same claim.
     """
-    from ..claims import resolve_claim
-
     path = getattr(args, "claim", None)
     doc = None
     if path:

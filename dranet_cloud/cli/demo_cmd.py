@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -20,7 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..budget import dranet_devices
 from ..errors import ConfigError
+from ..host import ProviderHost
+from ..ipam import open_store
+from ..models import parse_user_config
+from ..plugins import PluginRegistry
+from .emulate_cmd import build_emulator
 from .helptext import add_command, add_listing_help
 from .output import add_output_flag, device_key, human, natural_key
 
@@ -79,8 +86,6 @@ def runnable(registry: Any) -> dict[str, list[str]]:
 
 def runnable_listing() -> str:
     """The ``demo --help`` lines naming each runnable plugin and its variants."""
-    from ..plugins import PluginRegistry
-
     table = runnable(PluginRegistry())
     if not table:
         return "no installed plugin ships a sample node (see `dranet-cloud plugins`)"
@@ -107,12 +112,6 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..host import ProviderHost
-    from ..ipam import open_store
-    from ..models import parse_user_config
-    from ..plugins import PluginRegistry
-    from .emulate_cmd import build_emulator
-
     report = _Report(args.output == "json")
     reg = PluginRegistry()
     name = reg.resolve(args.plugin, flag="--plugin", allow_none=False)
@@ -257,8 +256,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _own_address_claims(report: Any, host: Any, devices: list[Any], nic: str, profile: str) -> None:
     """Two claims of a NIC whose profile gives it its own address: the same one."""
-    from ..models import parse_user_config
-
     dev = next((d for d in devices if d.name == nic), None)
     if dev is None:
         report.step("no NIC to claim", f"sample names {nic}", ok=False)
@@ -285,8 +282,6 @@ def _budget_said_by_the_demo() -> Iterator[None]:
     DRANET's own 32 attributes), and a WARNING per NIC in a passing demo
     reads as a failure; the step lists each dropped attribute and its NICs.
     """
-    import logging
-
     budget_log = logging.getLogger("dranet_cloud.budget")
 
     def below_warning(record: logging.LogRecord) -> bool:
@@ -301,7 +296,5 @@ def _budget_said_by_the_demo() -> Iterator[None]:
 
 def sample_devices(host: Any) -> list[Any]:
     """Every device DRANET would publish on the sample node, PCI-only ones too, in natural order."""
-    from ..budget import dranet_devices
-
     devs: list[Any] = dranet_devices(host.context.host_root)
     return sorted(devs, key=lambda d: device_key(d.name, d.pci_address))

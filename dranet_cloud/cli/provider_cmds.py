@@ -6,9 +6,14 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from ..lazylog import apply_if_imported, apply_pending
+from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
+from ..context import ProviderContext
+from ..detection import NO_PROVIDER, DetectionResult, detect
+from ..hostroot import HostRoot
+from ..nic import local_nics
+from ..plugins import NONE_NAMES, PluginRegistry
 from .common import (
     add_provider_flags,
     build_host,
@@ -29,14 +34,11 @@ from .output import (
     human,
 )
 
-if TYPE_CHECKING:
-    from ..detection import DetectionResult
-
 T = TypeVar("T")
 
 
 def register(sub: Any, only: str | None = None) -> None:
-    """The three commands, or with ``only`` just that one (start-up cost of ``detect``)."""
+    """The three commands, or with ``only`` just that one."""
     if only in (None, "detect"):
         p = add_command(
             sub,
@@ -54,7 +56,7 @@ def register(sub: Any, only: str | None = None) -> None:
         )
         add_provider_flags(p)
         add_output_flag(p)
-        p.set_defaults(func=run_detect, lazy_logging=True)
+        p.set_defaults(func=run_detect)
     if only in (None, "describe", "profile"):
         _register_describe_profile(sub)
 
@@ -160,11 +162,8 @@ def _register_describe_profile(sub: Any) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    from ..detection import NO_PROVIDER
-
     result = _auto_detect(args)
     if result is None or result.provider != NO_PROVIDER:
-        apply_pending()  # the host and its libraries log through `logging` itself
         # A provider was named or found: prove it starts (its instance loads).
         host = build_host(args, start=False)
         try:
@@ -191,25 +190,18 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     """Auto-detection without a host; ``None`` when a provider was named.
 
     A bare-metal node is the common case of ``detect`` and needs only local
-    evidence, so this path imports no pydantic, httpx, cachetools or sqlite3
-    (the host and the plugins' models pull those in).  It is exactly the first
-    step of ``ProviderHost.start``; when it picks a provider the caller hands
-    the result to the host, which loads the instance, so a provider that cannot
-    start is reported as before (``none`` when auto-detected, exit 3 when
-    requested) without confirming the metadata twice.
+    evidence.  It is exactly the first step of ``ProviderHost.start``; when it
+    picks a provider the caller hands the result to the host, which loads the
+    instance, so a provider that cannot start is reported as before (``none``
+    when auto-detected, exit 3 when requested) without confirming the metadata
+    twice.
     """
-    from ..context import ProviderContext
-    from ..detection import detect
-    from ..hostroot import HostRoot
-    from ..plugins import NONE_NAMES, PluginRegistry
-
     root = host_root_dir(args)
     hint = (args.cloud_provider_hint or "").strip()
     profile = (args.profile_provider or "cloud").strip().lower()
     if hint or profile not in ({"cloud"} | NONE_NAMES):
         return None
     registry = PluginRegistry()
-    apply_if_imported()  # a plugin that imported logging may log from its hooks
     options = checked_options(args, registry)
     context = ProviderContext(
         host_root=HostRoot.from_env(root), options=options, env=dict(os.environ)
@@ -229,9 +221,6 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
 
 def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, Any]:
     """What ``describe -o json`` prints for ``devices`` (default: every local NIC, sorted)."""
-    from ..attributes import value_count
-    from ..nic import local_nics
-
     if devices is None:  # every NIC, in natural order (rdma2 before rdma10)
         nics = [nic.identifiers() for nic in local_nics(host.context.host_root)]
         devices = sorted(nics, key=lambda d: device_key(d.name, d.pci_address))
@@ -259,8 +248,6 @@ def describe_document(host: Any, devices: list[Any] | None = None) -> dict[str, 
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
-
     data = _describe_data(args)
     if args.output == "json":
         emit_json(data)

@@ -16,6 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..cli.provider_cmds import describe_document
+from ..context import ProviderOptions
+from ..host import ProviderHost
 from .environ import isolated_environ
 
 EXE = (sys.executable, "-m", "dranet_cloud.cli.main")
@@ -47,10 +50,6 @@ def describe_in_process(cloud: str, env: Mapping[str, str], host_root: Path) -> 
 
     For tests that also read what was logged (``caplog``) and must stay fast.
     """
-    from ..cli.provider_cmds import describe_document
-    from ..context import ProviderOptions
-    from ..host import ProviderHost
-
     host = ProviderHost(
         cloud_provider_hint=cloud,
         host_root=str(host_root),

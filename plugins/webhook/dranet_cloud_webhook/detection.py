@@ -12,17 +12,17 @@ raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
-from dranet_cloud.lazylog import LazyLogger
 
 from .constants import PLUGIN, configured_url
 
 if TYPE_CHECKING:
     from dranet_cloud.context import ProviderContext
 
-log = LazyLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def local_evidence(context: ProviderContext) -> str | None:
