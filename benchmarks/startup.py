@@ -60,21 +60,12 @@ def time_serve(base: Path, timeout: float = 30.0) -> float:
     sock = tmp / "s.sock"
     root = tmp / "root"
     root.mkdir()
-    args = [
-        *cli(),
-        "serve",
-        "--listen",
-        f"unix://{sock}",
-        "--cloud-provider-hint",
-        "none",
-        "--host-root",
-        str(root),
-        "--ipam-db",
-        str(tmp / "i.db"),
-        "--ipam-range",
-        "10.128.0.0/9",
-        "--no-access-log",
-    ]
+    # Split on spaces: mkdtemp's paths have none.
+    flags = (
+        f"--listen unix://{sock} --cloud-provider-hint none --host-root {root} "
+        f"--ipam-db {tmp / 'i.db'} --ipam-range 10.128.0.0/9 --no-access-log"
+    )
+    args = [*cli(), "serve", *flags.split()]
     t0 = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
