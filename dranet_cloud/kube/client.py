@@ -35,13 +35,9 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from lightkube import KubeConfig
-from lightkube.config.client_adapter import user_auth, verify_cluster
-from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from ..errors import ConfigError, ProviderUnavailable
 from ..httpdeadline import BodyTooLarge, within
@@ -59,6 +55,9 @@ from .ipaddress import (
 from .objects import metadata_string
 from .stream import LineStream
 from .wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
+
+if TYPE_CHECKING:
+    from lightkube.config.kubeconfig import SingleConfig
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -242,6 +241,9 @@ def _kubeconfig_from_file(path: str) -> SingleConfig | None:
     YAML error: a broken file the operator must fix, not a bug in this
     program, so it becomes a :class:`ConfigError` naming the file.
     """
+    # local: lightkube costs serve's readiness; only a client needs it
+    from lightkube import KubeConfig
+
     try:
         return KubeConfig.from_file(path).get()
     except ConfigError:
@@ -263,6 +265,10 @@ def load_config(
 
     Raises :class:`ConfigError` naming the fix when there is no configuration.
     """
+    # local: lightkube costs serve's readiness; only a client needs it
+    from lightkube import KubeConfig
+    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
     path = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     try:
         if path is not None:
@@ -308,6 +314,10 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
+        # local: lightkube costs serve's readiness; only a client needs it
+        from lightkube.config.client_adapter import user_auth, verify_cluster
+        from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
         config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
