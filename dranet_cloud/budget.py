@@ -60,8 +60,10 @@ from dataclasses import dataclass, field
 from cachetools import LRUCache
 
 from .attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
+from .errors import ConfigError
 from .hostroot import HostRoot
 from .models import AttributeMap, DeviceIdentifiers
+from .nic import described_nic, local_nics, resolve_nic
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +122,6 @@ def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
     netdev moved into a pod) keeps its netdev in DRANET's count when the
     caller named one (a MAC or an interface name).
     """
-    from .nic import resolve_nic
-
     nic = resolve_nic(root, device)
     if nic.found:
         return LocatedNic(nic.ifname, nic.pci_address, nic.ifname is not None, nic.identity)
@@ -134,8 +134,6 @@ def locate(root: HostRoot, device: DeviceIdentifiers) -> LocatedNic | None:
 
 def dranet_devices(root: HostRoot) -> list[DeviceIdentifiers]:
     """The devices DRANET publishes on this node, as it asks about them."""
-    from .nic import local_nics
-
     return [nic.identifiers() for nic in local_nics(root)]
 
 
@@ -226,8 +224,6 @@ class AttributeBudget:
     @classmethod
     def with_floor(cls, floor: int) -> AttributeBudget:
         """A budget assuming DRANET publishes at least ``floor`` (0-32) per device."""
-        from .errors import ConfigError
-
         if not 0 <= floor <= MAX_ATTRIBUTES:
             raise ConfigError(
                 f"{FLOOR_FLAG} {floor}: expected a whole number from 0 to {MAX_ATTRIBUTES} "
@@ -236,8 +232,6 @@ class AttributeBudget:
         return cls(floor=floor)
 
     def for_device(self, root: HostRoot, device: DeviceIdentifiers) -> DeviceBudget:
-        from .nic import described_nic
-
         nic = locate(root, device)
         names: tuple[str, ...] = ()
         key = nic.identity if nic is not None and nic.identity else described_nic(device).identity

@@ -3,83 +3,55 @@ the node-local IPAM store, and the environment to read overrides from.
 
 Plugins read endpoint overrides from ``context.env`` (not ``os.environ``
 directly) so tests and the CLI can point one host at an emulator without
-touching the process environment.
-
-Nothing here imports pydantic: auto-detection builds a context on every
-``dranet-cloud detect`` and node start.  :class:`InstanceSnapshot` moved to
-:mod:`dranet_cloud.snapshot` and is still importable from here (loaded on
-first access).
+touching the process environment.  :class:`InstanceSnapshot` lives in
+:mod:`dranet_cloud.snapshot` and is importable from here too.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 from .hostroot import HostRoot
-from .records import FieldRecord
+from .ipam import IpamStore, MemoryStore
+from .kube.node import NodeSource
+from .snapshot import InstanceSnapshot
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from pathlib import Path
+__all__ = [
+    "InstanceSnapshot",
+    "ProviderContext",
+    "ProviderOptions",
+    "SampleHost",
+]
 
-    from .ipam import IpamStore
-    from .kube.node import NodeSource
-    from .snapshot import InstanceSnapshot as InstanceSnapshot
 
-
-class ProviderOptions(FieldRecord):
+@dataclass
+class ProviderOptions:
     """Knobs shared by all plugins; plugin-specific ones go in ``settings``.
 
     ``settings`` keys are ``<plugin>.<name>`` (``aws.allow_imdsv1``,
     ``webhook.ca_bundle``); values are strings as they come from flags or
     environment.
-
-    A plain class rather than a dataclass: every ``dranet-cloud detect``
-    builds one, and importing :mod:`dataclasses` (with :mod:`inspect`) costs
-    more than a bare-metal node's whole detection.  Equality and repr are by
-    field, as a dataclass's would be.
     """
 
-    _FIELDS = (
-        "webhook_url",
-        "metadata_deadline",
-        "probe_timeout",
-        "detect_deadline",
-        "request_timeout",
-        "dranet_attribute_floor",
-        "node_name",
-        "kubeconfig",
-        "settings",
-    )
-
-    def __init__(
-        self,
-        webhook_url: str | None = None,
-        metadata_deadline: float = 15.0,
-        probe_timeout: float = 1.0,
-        detect_deadline: float = 3.0,
-        request_timeout: float = 2.0,
-        dranet_attribute_floor: int = 0,
-        node_name: str | None = None,
-        kubeconfig: str | None = None,
-        settings: dict[str, str] | None = None,
-    ) -> None:
-        self.webhook_url = webhook_url
-        self.metadata_deadline = metadata_deadline
-        self.probe_timeout = probe_timeout
-        self.detect_deadline = detect_deadline
-        self.request_timeout = request_timeout
-        # The fewest attributes DRANET is assumed to publish per device (see
-        # dranet_cloud.budget); 0 = exactly what its sysfs count says.
-        self.dranet_attribute_floor = dranet_attribute_floor
-        # The node's Kubernetes name (--node-name; else NODE_NAME) and API config
-        # (--kubeconfig; else KUBECONFIG, else the service account), for plugins
-        # that read their facts from the Node object (context.node).
-        self.node_name = node_name
-        self.kubeconfig = kubeconfig
-        self.settings: dict[str, str] = {} if settings is None else settings
+    webhook_url: str | None = None
+    metadata_deadline: float = 15.0
+    probe_timeout: float = 1.0
+    detect_deadline: float = 3.0
+    request_timeout: float = 2.0
+    # The fewest attributes DRANET is assumed to publish per device (see
+    # dranet_cloud.budget); 0 = exactly what its sysfs count says.
+    dranet_attribute_floor: int = 0
+    # The node's Kubernetes name (--node-name; else NODE_NAME) and API config
+    # (--kubeconfig; else KUBECONFIG, else the service account), for plugins
+    # that read their facts from the Node object (context.node).
+    node_name: str | None = None
+    kubeconfig: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
 
     def setting(self, key: str, default: str | None = None) -> str | None:
         return self.settings.get(key, default)
@@ -88,9 +60,7 @@ class ProviderOptions(FieldRecord):
 class ProviderContext:
     """Everything a hook may use besides its own arguments.
 
-    A plain class for the reason :class:`ProviderOptions` is one; contexts
-    compare by identity (the dataclass they replace held a lock of their own,
-    so two were never equal either).
+    Contexts compare by identity: each holds a lock of its own.
     """
 
     def __init__(
@@ -139,8 +109,6 @@ class ProviderContext:
         with self._ipam_lock:
             if self._ipam is None:
                 if self.ipam_factory is None:
-                    from .ipam import MemoryStore
-
                     self._ipam = MemoryStore()
                 else:
                     self._ipam = self.ipam_factory()
@@ -155,8 +123,6 @@ class ProviderContext:
         access.
         """
         if self._node is None:
-            from .kube.node import NodeSource
-
             with self._ipam_lock:
                 if self._node is None:
                     self._node = NodeSource(
@@ -182,12 +148,3 @@ class SampleHost(NamedTuple):
     # The emulator fixture this node matches, when it is not the plugin's
     # default one (a variant that is another instance type).
     fixture: Path | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """Load ``InstanceSnapshot`` (pydantic) only when someone asks for it."""
-    if name == "InstanceSnapshot":
-        from .snapshot import InstanceSnapshot
-
-        return InstanceSnapshot
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,57 +9,39 @@ under one deadline.  With no evidence there is no network I/O at all.
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from .context import ProviderContext
 from .hookspecs import CONFIGURED_EVIDENCE
-from .lazylog import LazyLogger
+from .metadata import MetadataError, MetadataSpoofed, MetadataUnavailable
 from .plugins import PluginRegistry
-from .records import FieldRecord
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-log = LazyLogger(__name__)
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 NO_PROVIDER = "none"
 
 
-class DetectionResult(FieldRecord):
-    """What auto-detection decided, and why.
+@dataclass
+class DetectionResult:
+    """What auto-detection decided, and why."""
 
-    A plain class, not a dataclass: importing :mod:`dataclasses` (with
-    :mod:`inspect`) would cost more than detection itself on a bare node.
-    """
-
-    _FIELDS = ("provider", "explicit", "evidence", "elapsed_ms", "candidates", "failures")
-
-    def __init__(
-        self,
-        provider: str,
-        explicit: bool,
-        evidence: str,
-        elapsed_ms: float,
-        candidates: dict[str, str] | None = None,
-        failures: dict[str, str] | None = None,
-    ) -> None:
-        self.provider = provider
-        self.explicit = explicit
-        self.evidence = evidence
-        self.elapsed_ms = elapsed_ms
-        # plugin -> local evidence; plugin -> why it was not confirmed
-        self.candidates: dict[str, str] = {} if candidates is None else candidates
-        self.failures: dict[str, str] = {} if failures is None else failures
+    provider: str
+    explicit: bool
+    evidence: str
+    elapsed_ms: float
+    # plugin -> local evidence; plugin -> why it was not confirmed
+    candidates: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            f: dict(v) if isinstance(v, dict) else v
-            for f in self._FIELDS
-            for v in (getattr(self, f),)
-        }
+        return asdict(self)
 
 
 NOT_THIS_ENVIRONMENT = "metadata answered, but not as this environment"
@@ -112,8 +94,6 @@ def confirm_probe(plugin: str, probe: Callable[[], T], *, warn: bool = False) ->
     webhook's declared capabilities, where "answered, but without the cloud
     role" is no one's fault and is logged at INFO by the plugin).
     """
-    from .metadata import MetadataError, MetadataSpoofed, MetadataUnavailable
-
     try:
         return probe()
     except (MetadataUnavailable, MetadataSpoofed):
@@ -202,7 +182,6 @@ def detect(
         record(name, lambda: _confirm(registry, name, context, timeout))
     else:
         # Only a node with evidence for several plugins pays for the thread pool.
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
         pool = ThreadPoolExecutor(max_workers=len(order), thread_name_prefix="detect")
         futures = {pool.submit(_confirm, registry, n, context, timeout): n for n in order}

@@ -29,33 +29,47 @@ an endpoint that did not answer, ``ProfileDenied`` to refuse a claim.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import pluggy
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from .claims import ClaimReference
+from .context import InstanceSnapshot, ProviderContext, SampleHost
+from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
+from .settings import Setting
 
-    from .claims import ClaimReference
-    from .context import InstanceSnapshot, ProviderContext, SampleHost
-    from .models import AttributeMap, DeviceIdentifiers, NetworkConfig
-    from .settings import Setting
-    from .testing.emulator import Emulator
-
-__all__ = ["CONFIGURED_EVIDENCE", "PROJECT", "hookimpl"]
+__all__ = ["CONFIGURED_EVIDENCE", "PROJECT", "Emulator", "hookimpl", "hookspec"]
 
 PROJECT = "dranet_cloud"
 hookimpl = pluggy.HookimplMarker(PROJECT)
-_firstresult_spec = pluggy.HookspecMarker(PROJECT)(firstresult=True)
+# pluggy's own spec marker, for code that marks specs the pluggy way.
+hookspec = pluggy.HookspecMarker(PROJECT)
+_firstresult_spec = hookspec(firstresult=True)
 
 
-def __getattr__(name: str) -> Any:
-    """``hookspec``, pluggy's own spec marker, for code that still imports it."""
-    if name == "hookspec":
-        import pluggy
+class Emulator(Protocol):
+    """What the host and the CLI use of the ``emulator`` hook's answer.
 
-        return pluggy.HookspecMarker(PROJECT)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    :class:`dranet_cloud.testing.emulator.Emulator` is one; the contract
+    names only what ``emulate`` and ``demo`` call, so it does not depend on
+    the test kit.
+    """
+
+    faults: Any  # the kit's fault injector; ``emulate --latency`` sets ``faults.delay``
+    log: list[Any]  # the requests served so far
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def env(self) -> dict[str, str]: ...
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+    def serve_forever(self) -> None: ...
 
 
 # Prefix of local evidence that comes from configuration (a URL in the

@@ -18,10 +18,11 @@ history shape it:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -37,8 +38,10 @@ from .errors import (
     ProviderUnavailable,
     WouldBlock,
 )
+from .host_paths import warn_missing
 from .hostroot import HostRoot
 from .hwaddr import is_ipoib
+from .ipam.base import IpamStore
 from .logsafe import safe
 from .logsetup import fields
 from .merge import merge_network_config
@@ -52,9 +55,6 @@ from .models import (
 from .nic import LocalNic, ResolvedDevice, resolve_device
 from .plugins import PluginRegistry
 from .validation import validate_network_config
-
-if TYPE_CHECKING:
-    from .ipam.base import IpamStore
 
 log = logging.getLogger(__name__)
 # How many NICs a claim named but the node does not show are remembered as warned.
@@ -103,8 +103,6 @@ class ProviderHost:
         unknown_mac_backoff: float = 60.0,
         cache_size: int = 1024,
     ) -> None:
-        import os
-
         self.registry = registry or PluginRegistry()
         self.cloud_provider_hint = cloud_provider_hint or ""
         self.profile_provider = (profile_provider or PROFILE_FROM_CLOUD).strip().lower()
@@ -221,7 +219,6 @@ class ProviderHost:
                 self._init_plugin(plugin, explicit=True, roles={"profile"})
         # A directory a running plugin reads but the pod does not mount fails
         # its claims one by one later: say so once, now, in deployment terms.
-        from .host_paths import warn_missing
 
         warn_missing(self.context.host_root, reg, [*self._instances, *reg.with_role("enricher")])
         self._started = True

@@ -18,13 +18,12 @@ A path is a node directory as the plugin sees it under the host root
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .hostroot import HostRoot
-    from .plugins import PluginRegistry
+from .hostroot import HostRoot
+from .plugins import PluginRegistry
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +109,6 @@ def missing_under(
     host_root: HostRoot, registry: PluginRegistry, names: Iterable[str]
 ) -> list[tuple[str, str]]:
     """(plugin, path) for each declared directory the host root does not hold."""
-    import os
-
     missing: list[tuple[str, str]] = []
     for name in sorted(set(names)):
         for path in declared_host_paths(registry, name) or ():

@@ -10,13 +10,13 @@ copied root.
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from pathlib import Path
+from typing import NamedTuple
 
-if TYPE_CHECKING:  # models pull in pydantic; detection must not pay for it
-    from pathlib import Path
-
-    from .models import DeviceIdentifiers
+from .hwaddr import link_address
+from .models import DeviceIdentifiers
 
 HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
 
@@ -74,8 +74,6 @@ class HostRoot:
     def root(self) -> Path:
         """The root directory (pathlib is imported on first use)."""
         if self._root_path is None:
-            from pathlib import Path
-
             self._root_path = Path(self._root)
         return self._root_path
 
@@ -145,9 +143,6 @@ class HostRoot:
 
     def net_devices(self) -> list[DeviceIdentifiers]:
         """The node's NICs from ``/sys/class/net`` (loopback excluded)."""
-        from .hwaddr import link_address
-        from .models import DeviceIdentifiers
-
         out: list[DeviceIdentifiers] = []
         for name in self.listdir("/sys/class/net"):
             if name == "lo":
@@ -194,8 +189,6 @@ class HostRoot:
 
     def if_inet6(self) -> list[Inet6Address]:
         """Parse ``/proc/net/if_inet6`` (addr, ifindex, plen, scope, flags, name)."""
-        import ipaddress
-
         raw = self.read_text("/proc/net/if_inet6") or ""
         out: list[Inet6Address] = []
         for line in raw.splitlines():
@@ -216,8 +209,6 @@ class HostRoot:
         callers looking for the main table's default route filter by
         destination, next hop and device, which is what a node shows there.
         """
-        import ipaddress
-
         raw = self.read_text("/proc/net/ipv6_route") or ""
         out: list[Inet6Route] = []
         for line in raw.splitlines():

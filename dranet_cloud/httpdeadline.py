@@ -23,9 +23,7 @@ to peers they cannot trust to be quick or small; each bound lives here once:
 
 The Kubernetes client speaks HTTP/1.1 itself (:mod:`dranet_cloud.kube.wire`)
 and takes the deadline (:func:`within`, :func:`time_left`) and the wording
-from here; :func:`bound` and :func:`read_capped` are for httpx.  Importing
-this module imports neither httpx nor ssl: the Kubernetes package imports
-it, and must stay cheap to import until a client is built.
+from here; :func:`bound` and :func:`read_capped` are for httpx.
 """
 
 from __future__ import annotations
@@ -33,15 +31,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import ssl
 import sys
 import time
 import typing
 from collections.abc import Iterable, Iterator
 
-if typing.TYPE_CHECKING:
-    import ssl
-
-    import httpx
+import httpcore
+import httpx
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "dranet_cloud_http_deadline", default=None
@@ -141,8 +138,6 @@ class DeadlineBackend:
     """An httpcore sync backend with every socket call clamped to the deadline."""
 
     def __init__(self, inner: typing.Any) -> None:
-        import httpcore
-
         self._inner = inner
         self._errors = _Timeouts(
             httpcore.ConnectTimeout, httpcore.ReadTimeout, httpcore.WriteTimeout
@@ -193,8 +188,6 @@ def bound(transport: _T) -> _T:
 
 def deadline_transport(**kwargs: typing.Any) -> httpx.HTTPTransport:
     """An ``httpx.HTTPTransport`` (same arguments) that honours :func:`within`."""
-    import httpx
-
     return bound(httpx.HTTPTransport(**kwargs))
 
 
@@ -228,8 +221,6 @@ def read_capped(response: typing.Any, limit: int) -> bytes:
     ``ReadTimeout`` once the :func:`within` deadline has passed between
     chunks.
     """
-    import httpx
-
     declared = response.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(limit, int(declared))

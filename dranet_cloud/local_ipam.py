@@ -24,7 +24,7 @@ from .hwaddr import normalize_mac
 from .ipam.base import Owner
 from .iprange import IPRange
 from .models import DeviceIdentifiers, NetworkConfig
-from .nic import LocalNic, decode_dra_name, described_nic, normalize_pci, resolve_nic
+from .nic import LocalNic, decode_dra_name, described_nic, local_nics, normalize_pci, resolve_nic
 from .subinterface import (
     inside_ranges,
     release_subinterface,
@@ -220,7 +220,6 @@ class SelectorCheck:
         """Compare the selectors with the NICs under ``host_root`` now; log what changed."""
         if not self.selectors:
             return ()
-        from .nic import local_nics
 
         nics = local_nics(host_root)
         present: set[Selector] = set()

@@ -15,6 +15,7 @@ keeps them in the message only, where they already are.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -44,8 +45,6 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record; newlines inside messages stay escaped."""
 
     def format(self, record: logging.LogRecord) -> str:
-        import json
-
         doc: dict[str, Any] = {
             "ts": _timestamp(record),
             "level": record.levelname,

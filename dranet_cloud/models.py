@@ -38,6 +38,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_serializer,
@@ -536,8 +537,6 @@ def parse_profile_request(doc: Any) -> ProfileRequest:
 
 def describe_validation_error(exc: Exception, root: str = "(document)") -> str:
     """``field.path: message`` per problem, ``;``-joined, without pydantic's URLs."""
-    from pydantic import ValidationError
-
     if not isinstance(exc, ValidationError):
         return str(exc)
     parts = []

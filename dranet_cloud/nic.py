@@ -33,16 +33,14 @@ import functools
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import PrivateAttr
 
+from .hostroot import HostRoot
 from .hwaddr import link_address, normalize_mac
 from .logsafe import WarnOnce
 from .models import DeviceIdentifiers
-
-if TYPE_CHECKING:
-    from .hostroot import HostRoot
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ monitoring that feeds :attr:`PluginRegistry.error_observers` sees every call.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,9 +19,8 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError, UnknownHookError
-from .lazylog import LazyLogger
 
-log = LazyLogger(__name__)
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "dranet_cloud"
 

@@ -18,6 +18,7 @@ Nothing here imports pydantic or httpx: ``detect`` checks settings too.
 
 from __future__ import annotations
 
+import difflib  # only on the error path
 import logging
 import math
 from collections.abc import Iterable, Mapping
@@ -100,8 +101,6 @@ class PluginRegistry(Protocol):
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest candidate, or an empty string."""
-    import difflib  # only on the error path
-
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

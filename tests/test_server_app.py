@@ -636,18 +636,19 @@ def test_validation_messages_name_fields() -> None:
     assert text.endswith("and 2 more")
 
 
-def test_detect_does_not_import_the_server_stack(tmp_path: Path) -> None:
+def test_detect_runs_without_the_server_extra(tmp_path: Path) -> None:
+    """``detect`` needs nothing of the optional ``server`` extra."""
     code = (
         "import sys, io, contextlib\n"
+        "for name in ('fastapi', 'uvicorn', 'starlette', 'httptools', 'prometheus_client'):\n"
+        "    sys.modules[name] = None  # as if the extra were not installed\n"
         "from dranet_cloud.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    rc = main(['detect', '--cloud-provider-hint', 'none',\n"
         f"               '--host-root', {str(tmp_path)!r}])\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('fastapi', 'uvicorn', 'starlette') or m.startswith('dranet_cloud.server'))\n"
-        "print(rc, heavy)\n"
+        "print(rc)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
-    assert out.strip() == "0 []"
+    assert out.strip() == "0"

@@ -6,18 +6,22 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
+
+from ..assembly import HostConfig, IpamConfig
+from ..claims import ClaimReference, resolve_claim
+from ..context import ProviderOptions
 from ..errors import ConfigError
+from ..hostroot import HOST_ROOT_ENV, HostRoot
+from ..hwaddr import normalize_mac
+from ..kube import load_config
+from ..models import DeviceIdentifiers, NetworkConfig, describe_validation_error, parse_user_config
+from ..nic import resolve_nic
 from .argtypes import seconds_type
-
-if TYPE_CHECKING:
-    from ..assembly import HostConfig
-    from ..claims import ClaimReference
-    from ..context import ProviderOptions
-    from ..hostroot import HostRoot
-    from ..models import DeviceIdentifiers, NetworkConfig
-
+from .gc_flags import add_kubeconfig_flag
 
 MAX_SECONDS = 86400.0
 
@@ -104,8 +108,6 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         "(default: $NODE_NAME, the downward API convention)",
     )
     if "--kubeconfig" not in p._option_string_actions:  # serve has it among its --gc-* flags
-        from .gc_flags import add_kubeconfig_flag
-
         add_kubeconfig_flag(g)
     g.add_argument(
         "--set",
@@ -201,7 +203,6 @@ def cluster_scope(args: argparse.Namespace) -> tuple[str, str | None] | None:
             "drop --ipam-memory"
         )
     kubeconfig = getattr(args, "kubeconfig", None)
-    from ..kube import load_config
 
     try:
         load_config(kubeconfig)
@@ -226,7 +227,6 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
     A mistyped root has no DMI files and no NICs, so the node would quietly
     run with provider ``none``; an error names the flag instead.
     """
-    from ..hostroot import HOST_ROOT_ENV
 
     root = args.host_root or os.environ.get(HOST_ROOT_ENV) or None
     if root is not None and not os.path.isdir(root):
@@ -240,7 +240,6 @@ def host_root_dir(args: argparse.Namespace) -> str | None:
 
 def provider_options(args: argparse.Namespace) -> ProviderOptions:
     """The plugins' options from the flags (each ``--set`` is checked by the host's registry)."""
-    from ..context import ProviderOptions
 
     return ProviderOptions(
         webhook_url=args.webhook_url,
@@ -261,7 +260,6 @@ def host_config(args: argparse.Namespace) -> HostConfig:
     """
     # Not at the top: `detect` imports this module, and on a node without
     # evidence it must not pay for dataclasses or the host.
-    from ..assembly import HostConfig, IpamConfig
 
     return HostConfig(  # in this order: the first flag refused is the one reported
         cloud_provider_hint=args.cloud_provider_hint,
@@ -293,8 +291,6 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
     the NIC by MAC, then PCI address, then name.  With ``host_root`` the
     identifiers are completed from the NIC they resolve to.
     """
-    from ..hwaddr import normalize_mac
-    from ..models import DeviceIdentifiers
 
     fields: dict[str, str] = {}
     if "=" not in spec:
@@ -317,8 +313,6 @@ def parse_device(spec: str, host_root: HostRoot | None = None) -> DeviceIdentifi
             raise ConfigError(f"--device {spec!r}: {exc}") from None
     device = DeviceIdentifiers(name=name, mac_address=mac, pci_address=pci)
     if host_root is not None:
-        from ..nic import resolve_nic
-
         nic = resolve_nic(host_root, device)
         if nic.found:
             return nic.identifiers()
@@ -338,12 +332,6 @@ def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_config(path: str | None) -> NetworkConfig | None:
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from ..models import describe_validation_error, parse_user_config
-
     if not path:
         return None
     try:
@@ -372,7 +360,6 @@ def read_claim(args: argparse.Namespace) -> ClaimReference:
     prints it (what gen2 DRANET sends); ``--claim-uid`` is the gen1 form.
     Both given must name the same claim.
     """
-    from ..claims import resolve_claim
 
     path = getattr(args, "claim", None)
     doc = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -20,7 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..assembly import HostConfig, IpamConfig, build_host
+from ..budget import dranet_devices
 from ..errors import ConfigError
+from ..models import parse_user_config
+from ..plugins import PluginRegistry
+from .emulate_cmd import build_emulator
 from .helptext import add_command, add_listing_help
 from .output import add_output_flag, device_key, human, natural_key
 
@@ -79,7 +85,6 @@ def runnable(registry: Any) -> dict[str, list[str]]:
 
 def runnable_listing() -> str:
     """The ``demo --help`` lines naming each runnable plugin and its variants."""
-    from ..plugins import PluginRegistry
 
     table = runnable(PluginRegistry())
     if not table:
@@ -107,11 +112,6 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..assembly import HostConfig, IpamConfig, build_host
-    from ..models import parse_user_config
-    from ..plugins import PluginRegistry
-    from .emulate_cmd import build_emulator
-
     report = _Report(args.output == "json")
     reg = PluginRegistry()
     name = reg.resolve(args.plugin, flag="--plugin", allow_none=False)
@@ -253,7 +253,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _own_address_claims(report: Any, host: Any, devices: list[Any], nic: str, profile: str) -> None:
     """Two claims of a NIC whose profile gives it its own address: the same one."""
-    from ..models import parse_user_config
 
     dev = next((d for d in devices if d.name == nic), None)
     if dev is None:
@@ -281,7 +280,6 @@ def _budget_said_by_the_demo() -> Iterator[None]:
     DRANET's own 32 attributes), and a WARNING per NIC in a passing demo
     reads as a failure; the step lists each dropped attribute and its NICs.
     """
-    import logging
 
     budget_log = logging.getLogger("dranet_cloud.budget")
 
@@ -297,7 +295,6 @@ def _budget_said_by_the_demo() -> Iterator[None]:
 
 def sample_devices(host: Any) -> list[Any]:
     """Every device DRANET would publish on the sample node, PCI-only ones too, in natural order."""
-    from ..budget import dranet_devices
 
     devs: list[Any] = dranet_devices(host.context.host_root)
     return sorted(devs, key=lambda d: device_key(d.name, d.pci_address))

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..hookspecs import Emulator
+from ..plugins import PluginRegistry
+from ..testing.kubernetes import kubernetes_emulator
 from .argtypes import seconds_type
 from .helptext import add_command, add_listing_help
 
@@ -104,8 +107,6 @@ def with_emulator(registry: Any) -> list[str]:
 
 def emulator_listing() -> str:
     """The ``emulate --help`` line naming every emulator this installation can serve."""
-    from ..plugins import PluginRegistry
-
     names = with_emulator(PluginRegistry())
     return (
         f"installed emulators (PLUGIN): {', '.join(names) or 'none'}; "
@@ -113,9 +114,7 @@ def emulator_listing() -> str:
     )
 
 
-def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Any:
-    from ..plugins import PluginRegistry
-
+def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | None) -> Emulator:
     reg = PluginRegistry()
     name = reg.resolve(plugin, flag="emulate", allow_none=False)
     if name is None or not reg.implements(name, "emulator"):
@@ -125,7 +124,9 @@ def build_emulator(plugin: str, fixture: str | None, listen: str, faults: str | 
     if path is not None and not path.is_file():
         raise ConfigError(f"--fixture {fixture}: no such file")
     try:
-        emu = reg.call(name, "emulator", fixture=path, listen=listen, faults=faults)
+        emu: Emulator | None = reg.call(
+            name, "emulator", fixture=path, listen=listen, faults=faults
+        )
     except (ValueError, OSError) as exc:
         raise ConfigError(f"emulator for {name}: {exc}") from exc
     if emu is None:
@@ -143,8 +144,6 @@ def build_kubernetes_emulator(
     cluster_uid: str | None = None,
     bookmark_interval: float | None = None,
 ) -> Any:
-    from ..testing.kubernetes import kubernetes_emulator
-
     if fixture is not None and not Path(fixture).is_file():
         raise ConfigError(f"--fixture {fixture}: no such file")
     try:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from datetime import timedelta
 
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from datetime import timedelta
-
-    from ..ipam.reclaim import ClaimSource
+from ..ipam.node_claims import NodeClaims
+from ..ipam.reclaim import DEFAULT_GRACE, ClaimsFile, ClaimSource, KubernetesClaims
+from ..kube import KubeClient
 
 # Mirrors dranet_cloud.ipam.reclaim.COMPLETE_MARKER for the help text without
 # importing the IPAM package (and sqlite3) on every run; a test keeps them equal.
@@ -114,13 +112,9 @@ def build_source(
             "is freed only when its claim is proven gone"
         )
     if live_claims is not None:
-        from ..ipam.reclaim import ClaimsFile
-
         return ClaimsFile(live_claims), lambda: None
     if not kubernetes:
         return None, lambda: None
-    from ..ipam.reclaim import KubernetesClaims
-    from ..kube import KubeClient
 
     budget_flag, budget_text = budget
     seconds = parse_grace(budget_flag, budget_text).total_seconds()
@@ -130,8 +124,6 @@ def build_source(
     if not node:
         source = KubernetesClaims(client, run_timeout=seconds, budget_flag=budget_flag, adopt=adopt)
         return source, client.close
-    from ..ipam.node_claims import NodeClaims
-    from ..ipam.reclaim import DEFAULT_GRACE
 
     spread = min(interval or 0.0, MAX_START_JITTER) if watch else 0.0
     view = NodeClaims(
@@ -159,8 +151,6 @@ def build_source(
 
 def parse_duration(text: str) -> timedelta:
     """``30s``, ``10m``, ``2h``, ``7d`` or a sum such as ``1h30m``."""
-    from datetime import timedelta
-
     raw = text.strip().lower()
     pos, total = 0, 0.0
     while pos < len(raw):

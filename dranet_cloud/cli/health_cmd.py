@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import ConfigError
 from .argtypes import seconds_type
 from .helptext import add_command
+from .output import error_text
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -116,8 +117,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         status, body = probe(args.listen, args.timeout)
     except (OSError, ValueError) as exc:
-        from .output import error_text  # json and re only when the probe failed
-
         sys.stderr.write(f"unhealthy: {args.listen}: {error_text(exc)}\n")
         return 1
     text = body.decode("utf-8", "replace").strip()

@@ -17,18 +17,28 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError, DranetCloudError
-from .common import add_scope_flag
-from .gc_flags import KUBECONFIG_HELP, LIVE_CLAIMS_HELP, add_budget_flag, parse_duration
+from ..ipam import IPAM_DB_ENV, Allocation, SqliteStore, resolve_db_path
+from ..ipam.backup import backup
+from ..ipam.cluster import open_cluster_ipam
+from ..ipam.cluster_journal import ClusterJournal
+from ..ipam.reclaim import ClaimsFile, RunCutShort, reclaim
+from .common import add_scope_flag, cluster_scope
+from .gc_flags import (
+    KUBECONFIG_HELP,
+    LIVE_CLAIMS_HELP,
+    add_budget_flag,
+    build_source,
+    parse_duration,
+    parse_grace,
+    removed_older_than,
+)
 from .helptext import add_command
 from .output import add_output_flag, emit_json, emit_table, natural_key
-
-if TYPE_CHECKING:
-    from ..ipam import Allocation, SqliteStore
 
 # Every command's parser is built on every run, so the store (and sqlite3) is
 # imported only by the handlers; these mirror dranet_cloud.ipam.sqlite's
@@ -43,8 +53,6 @@ def read_live_claims(path: str) -> list[str]:
     Raises :class:`~dranet_cloud.ipam.reclaim.NothingProven` for an empty,
     truncated or unmarked file.
     """
-    from ..ipam.reclaim import ClaimsFile
-
     live, _ = ClaimsFile(path).read()
     return sorted(live)
 
@@ -55,8 +63,6 @@ def _existing_store(args: argparse.Namespace) -> SqliteStore:
     ``list`` or ``gc`` pointed at a mistyped path would otherwise report an
     empty pool and hide the real one.
     """
-    from ..ipam import IPAM_DB_ENV, SqliteStore, resolve_db_path
-
     path = resolve_db_path(args.ipam_db)
     if not Path(path).is_file():
         raise ConfigError(
@@ -68,15 +74,11 @@ def _existing_store(args: argparse.Namespace) -> SqliteStore:
 
 def _gc_store(args: argparse.Namespace, source: Any) -> Any:
     """The store ``ipam gc`` frees through: the journal, wrapped in cluster scope."""
-    from .common import cluster_scope
-
     cluster = cluster_scope(args)
     store = _existing_store(args)
     if cluster is None:
         return store
     store.close()
-    from ..ipam import resolve_db_path
-    from ..ipam.cluster import open_cluster_ipam
 
     node, kubeconfig = cluster
     client = getattr(source, "client", None)  # the claims' API client, when it is one
@@ -192,8 +194,6 @@ def _run_list(args: argparse.Namespace) -> int:
         with _existing_store(args) as store:
             allocs = store.list()
         if args.ipam_scope == "cluster":  # the journal's view of each object
-            from ..ipam.cluster_journal import ClusterJournal
-
             journal = ClusterJournal(store.path)
             try:
                 states = {r.address: r.state for r in journal.all_rows()}
@@ -207,9 +207,6 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_gc(args: argparse.Namespace) -> int:
-    from ..ipam.reclaim import RunCutShort, reclaim
-    from .gc_flags import build_source, parse_grace, removed_older_than
-
     close = None
     partial: RunCutShort | None = None
     try:
@@ -269,9 +266,6 @@ def _run_gc(args: argparse.Namespace) -> int:
 
 
 def _run_backup(args: argparse.Namespace) -> int:
-    from ..ipam import resolve_db_path
-    from ..ipam.backup import backup
-
     try:
         result = backup(resolve_db_path(args.ipam_db), args.to)
     except DranetCloudError as exc:
@@ -288,7 +282,6 @@ def _optional_duration(text: str | None) -> timedelta | None:
 def _free_by_age(store: SqliteStore, older_than: timedelta, dry_run: bool) -> list[Allocation]:
     if not dry_run:
         return store.collect(older_than=older_than)
-    from datetime import datetime, timezone
 
     cutoff = datetime.now(timezone.utc) - older_than
     return [a for a in store.list() if a.created_at <= cutoff]

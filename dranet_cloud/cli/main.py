@@ -1,10 +1,8 @@
 """Entry point: builds the argument parser from small sub-command modules.
 
-Each module exposes ``register(subparsers)``; heavy imports (httpx, plugin
-toolkits) happen inside the handlers.  Start-up cost matters (``detect`` runs
-at every node start, ``health`` is a probe), so only the module of the
-command on the command line is imported; ``--help`` and unknown commands load
-them all.
+Each module exposes ``register(subparsers)``.  Only the module of the
+command on the command line is imported (a build may leave a command's
+module out); ``--help`` and unknown commands load them all.
 
 Strictness, because a flag that is silently misread is worse than an error:
 abbreviations are off on every parser (``--cloud-provider`` is not
@@ -17,14 +15,18 @@ hint to ``--help``, not the usage.
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import DranetCloudError
-from ..lazylog import LazyLogger, defer
+from ..logsetup import configure_cli, error_line
+from ..plugins import installed_versions
 from .helptext import examples_epilog
+from .output import error_text
 
 # Sub-command -> module, in help order.
 COMMANDS = {
@@ -40,7 +42,7 @@ COMMANDS = {
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
-log = LazyLogger("dranet_cloud")
+log = logging.getLogger("dranet_cloud")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -90,8 +92,6 @@ class Parser(argparse.ArgumentParser):
             prog = Parser.command_prog  # the root reports them; the command has the flags
         hint = f"see `{prog} --help` for every flag"
         if Parser.log_format == "json":
-            from ..logsetup import error_line
-
             self.exit(2, error_line(f"{prog}: {message} ({hint})", "json") + "\n")
         self.exit(2, f"{prog}: error: {message}\n{hint}\n")
 
@@ -103,8 +103,6 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from ..plugins import installed_versions
-
         for dist, version in installed_versions():
             sys.stdout.write(f"{dist} {version}\n")
         parser.exit()
@@ -112,8 +110,6 @@ class _VersionAction(argparse.Action):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with ``only`` the parser of that one sub-command."""
-    import importlib
-
     parser = Parser(
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
@@ -188,13 +184,6 @@ def _split_global(argv: list[str]) -> tuple[list[str], int, str | None]:
     return rest, verbose, log_format
 
 
-def _error_line(message: str, log_format: str) -> str:
-    """The final error line (the log's format is imported only when there is an error)."""
-    from ..logsetup import error_line
-
-    return error_line(message, log_format)
-
-
 def _command_of(argv: list[str]) -> str | None:
     for arg in argv:
         if not arg.startswith("-"):
@@ -232,22 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     args.verbose += verbose
 
-    def configure_logging() -> None:
-        from ..logsetup import configure_cli
-
-        configure_cli(args.verbose, args.log_format)
-
-    if getattr(args, "lazy_logging", False):
-        # `detect` on a node with no evidence logs nothing: import logging
-        # only when a line is logged (see dranet_cloud.lazylog).
-        defer(configure_logging)
-    else:
-        configure_logging()
+    configure_cli(args.verbose, args.log_format)
     try:
         code: int = args.func(args)
         return code
     except DranetCloudError as exc:
-        print(_error_line(str(exc), args.log_format), file=sys.stderr)
+        print(error_line(str(exc), args.log_format), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -259,14 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A file or socket the operator named: say which, without a traceback.
         log.debug("%s failed", args.command, exc_info=True)
-        from .output import error_text
 
-        print(_error_line(f"{args.command}: {error_text(exc)}", args.log_format), file=sys.stderr)
+        print(error_line(f"{args.command}: {error_text(exc)}", args.log_format), file=sys.stderr)
         return 1
     except Exception as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(
-            _error_line(
+            error_line(
                 f"{args.command}: unexpected {type(exc).__name__}: {exc} "
                 "(a bug; rerun with -vv for the traceback and report it)",
                 args.log_format,

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from ..errors import PluginError
+from ..plugins import PluginRegistry
 from .helptext import add_command
 from .output import add_output_flag, emit_json, emit_table
 
@@ -33,8 +34,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plugins import PluginRegistry
-
     registry = PluginRegistry(strict=False)
     infos = registry.info()
     if args.output == "json":

@@ -6,9 +6,16 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from ..lazylog import apply_if_imported, apply_pending
+from ..assembly import build_host, describe_document
+from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
+from ..context import ProviderContext
+from ..detection import NO_PROVIDER, DetectionResult, detect
+from ..hostroot import HostRoot
+from ..nic import local_nics
+from ..plugins import NONE_NAMES, PluginRegistry
+from ..settings import check_settings
 from .common import (
     add_provider_flags,
     host_config,
@@ -29,14 +36,11 @@ from .output import (
     human,
 )
 
-if TYPE_CHECKING:
-    from ..detection import DetectionResult
-
 T = TypeVar("T")
 
 
 def register(sub: Any, only: str | None = None) -> None:
-    """The three commands, or with ``only`` just that one (start-up cost of ``detect``)."""
+    """The three commands, or with ``only`` just that one."""
     if only in (None, "detect"):
         p = add_command(
             sub,
@@ -54,7 +58,7 @@ def register(sub: Any, only: str | None = None) -> None:
         )
         add_provider_flags(p)
         add_output_flag(p)
-        p.set_defaults(func=run_detect, lazy_logging=True)
+        p.set_defaults(func=run_detect)
     if only in (None, "describe", "profile"):
         _register_describe_profile(sub)
 
@@ -160,13 +164,8 @@ def _register_describe_profile(sub: Any) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    from ..detection import NO_PROVIDER
-
     result = _auto_detect(args)
     if result is None or result.provider != NO_PROVIDER:
-        from ..assembly import build_host
-
-        apply_pending()  # the host and its libraries log through `logging` itself
         # A provider was named or found: prove it starts (its instance loads).
         host = build_host(host_config(args), start=False)
         try:
@@ -193,17 +192,12 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     """Auto-detection without a host; ``None`` when a provider was named.
 
     A bare-metal node is the common case of ``detect`` and needs only local
-    evidence, so this path imports no pydantic, httpx, cachetools or sqlite3
-    (the host and the plugins' models pull those in).  It is exactly the first
-    step of ``ProviderHost.start``; when it picks a provider the caller hands
-    the result to the host, which loads the instance, so a provider that cannot
-    start is reported as before (``none`` when auto-detected, exit 3 when
-    requested) without confirming the metadata twice.
+    evidence.  It is exactly the first step of ``ProviderHost.start``; when it
+    picks a provider the caller hands the result to the host, which loads the
+    instance, so a provider that cannot start is reported as before (``none``
+    when auto-detected, exit 3 when requested) without confirming the metadata
+    twice.
     """
-    from ..context import ProviderContext
-    from ..detection import detect
-    from ..hostroot import HostRoot
-    from ..plugins import NONE_NAMES, PluginRegistry
 
     root = host_root_dir(args)
     hint = (args.cloud_provider_hint or "").strip()
@@ -211,11 +205,8 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     if hint or profile not in ({"cloud"} | NONE_NAMES):
         return None
     registry = PluginRegistry()
-    apply_if_imported()  # a plugin that imported logging may log from its hooks
     options = provider_options(args)
-    if options.settings:  # most nodes pass none: skip importing the checker
-        from ..settings import check_settings
-
+    if options.settings:
         check_settings(registry, options.settings)
     context = ProviderContext(
         host_root=HostRoot.from_env(root), options=options, env=dict(os.environ)
@@ -224,9 +215,6 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
 
 
 def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
-    from ..assembly import build_host, describe_document
-    from ..nic import local_nics
-
     host = build_host(host_config(args))
     try:
         root = host.context.host_root
@@ -241,8 +229,6 @@ def _describe_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
-
     data = _describe_data(args)
     if args.output == "json":
         emit_json(data)
@@ -286,7 +272,6 @@ def _on_claim(args: argparse.Namespace, act: Callable[..., T]) -> tuple[Any, Any
 
     Returns the device and the claim with ``act``'s result, for the report.
     """
-    from ..assembly import build_host
 
     host = build_host(host_config(args))
     try:

@@ -10,12 +10,20 @@ import argparse
 import json
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import __version__
 from ..errors import ConfigError
+from ..host import ProviderHost
+from ..ipam import resolve_db_path
+from ..ipam.cluster_reclaimer import Reclaimer, lease_namespace
+from ..server.collector import CollectorSettings
+from ..server.listen import ListenAddress
+from ..server.middleware import ACCESS_LOGGER
 from .argtypes import whole_number_type
 from .common import add_provider_flags, host_config, seconds
 from .gc_flags import (
@@ -27,9 +35,6 @@ from .gc_flags import (
     removed_older_than,
 )
 from .helptext import add_command
-
-if TYPE_CHECKING:
-    from ..host import ProviderHost
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 
@@ -274,9 +279,6 @@ def refuse_without_role(host: ProviderHost) -> None:
 
 def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
     """One line with everything an operator checks first in a sidecar's log."""
-    from .. import __version__
-    from ..ipam import resolve_db_path
-
     database = "memory (lost at exit)" if args.ipam_memory else resolve_db_path(args.ipam_db)
     sources = [
         "kubernetes" if args.gc_kubernetes else "",
@@ -305,8 +307,6 @@ def log_start(args: argparse.Namespace, host: ProviderHost) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..server.listen import ListenAddress
-
     ListenAddress.parse(args.listen)  # a typo fails before any plugin starts
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together; pass both or neither")
@@ -314,8 +314,6 @@ def run(args: argparse.Namespace) -> int:
         if path is not None and not os.access(path, os.R_OK):
             raise ConfigError(f"{flag} {path}: cannot read the file; pass a PEM file")
     if args.tls_cert is not None:
-        import ssl
-
         try:  # uvicorn would fail later with a bare "[SSL] PEM lib" (exit 1)
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
                 args.tls_cert, args.tls_key
@@ -325,8 +323,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate "
                 f"and its private key ({exc}); pass the server's certificate and matching key"
             ) from exc
-    try:
-        from ..server.middleware import ACCESS_LOGGER
+    try:  # the optional `server` extra
         from ..server.runner import ServeOptions, WebhookServer
     except ImportError as exc:
         raise ConfigError(
@@ -396,7 +393,7 @@ def _api_check(args: argparse.Namespace) -> Any:
                 "--ipam-scope cluster or --gc-kubernetes"
             )
         return None
-    from ..server.api_health import ApiCheck
+    from ..server.api_health import ApiCheck  # needs the optional `server` extra
 
     return ApiCheck(cluster_scope=cluster, gc_kubernetes=gc, adopt=args.adopt_cluster)
 
@@ -412,7 +409,6 @@ def _start_reclaimer(args: argparse.Namespace, host: ProviderHost, gc: Any) -> A
     api = getattr(store, "api", None)
     if api is None or not hasattr(api, "get_lease"):
         return None
-    from ..ipam.cluster_reclaimer import Reclaimer, lease_namespace
 
     reclaimer = Reclaimer(
         api,
@@ -432,8 +428,6 @@ def _gc_settings(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
 
     Builds the Kubernetes client now, so a bad --kubeconfig fails start-up.
     """
-    from ..server.collector import CollectorSettings
-
     if args.gc_older_than is not None:
         raise ConfigError(
             removed_older_than("--gc-older-than", "--gc-kubernetes", "--gc-unsafe-free-by-age")

@@ -6,15 +6,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from ..claims import ClaimReference
+from ..errors import AddressConflict
 from ..iprange import IPRange
+from ..nic import LocalNic
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from ..claims import ClaimReference
-    from ..nic import LocalNic
 
 
 @dataclass(frozen=True, order=True)
@@ -101,8 +100,6 @@ def pick_identities(
     :class:`AddressConflict` rather than a guess; otherwise (releasing,
     reading) only the owner's own rows, so nothing another NIC holds is freed.
     """
-    from ..errors import AddressConflict
-
     found = sorted(d for d, rec in held.items() if linked(owner, d, rec))
     strong = [d for d in found if _kind(d) > 1 and d != owner.device]
     if _kind(owner.device) == 1 and _unrelated(owner, strong, held):

@@ -70,10 +70,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
+from ..claims import ClaimReference
 from ..errors import (
     AddressConflict,
     ConfigError,
@@ -81,6 +82,9 @@ from ..errors import (
     RangeExhausted,
 )
 from ..iprange import IPRange
+from ..kube import KubeAlreadyExists, KubeClient, KubeConflict, KubeError, KubeNotFound
+from ..kube.informer import IPADDRESSES, Informer
+from ..kube.ipaddress import IPAddressObject, ParentRef, canonical_name, parse_ip_address
 from ..logsafe import safe
 from .base import Allocation, Owner
 from .cluster_api import (
@@ -113,18 +117,15 @@ from .cluster_journal import (
     ViewStart,
     cluster_call,
 )
+from .cluster_reclaim import list_managed, node_of, sweep_ip_addresses
 from .cluster_repair import ConflictBook, RepairQueue
+from .cluster_view import InformerFactory, RangeWatch
+from .node_claims import NodeClaims
+from .reclaim import ClaimSource
 from .requests import host_cidr, ordered_ranges, parse_static, require_collect_bounds
+from .sqlite import StoreHealth
 from .sqlite_transactions import would_block
-
-if TYPE_CHECKING:
-    from ..claims import ClaimReference
-    from ..kube.ipaddress import IPAddressObject
-    from .cluster_view import InformerFactory, RangeWatch
-    from .node_claims import NodeClaims
-    from .reclaim import ClaimSource
-    from .sqlite import StoreHealth
-    from .tally import AllocationTally
+from .tally import AllocationTally
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,6 @@ def _off_loop(what: str) -> None:
 
 
 def _kube_errors() -> tuple[type[Exception], type[Exception], type[Exception], type[Exception]]:
-    from ..kube import KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound
-
     return KubeError, KubeNotFound, KubeConflict, KubeAlreadyExists
 
 
@@ -261,8 +260,6 @@ class ClusterIpam:
         # else this store's own, whose watch starts at the first gen1 request).
         self._own_claims = claims is None
         if claims is None:
-            from .node_claims import NodeClaims
-
             claims = NodeClaims(api, node, counted=self._count)  # type: ignore[arg-type]
         self.claims = claims
 
@@ -420,8 +417,6 @@ class ClusterIpam:
 
     def health(self) -> StoreHealth:
         """The journal's state, plus warnings: conflicts met, views that fail."""
-        from dataclasses import replace
-
         state = self.journal.health()
         extra = list(self.conflicts.warnings())
         for view in self.view_states():
@@ -517,8 +512,6 @@ class ClusterIpam:
         Node object exists: that node reclaims its own.  Objects of nodes
         that vanished are otherwise the Lease holder's (:mod:`.cluster_reclaimer`).
         """
-        from .cluster_reclaim import sweep_ip_addresses
-
         result = ClusterReclaimResult()
         if not dry_run:
             result.retried_releases, result.failed_releases = self.retry_releases()
@@ -536,9 +529,6 @@ class ClusterIpam:
     def _own_objects(self) -> list[IPAddressObject]:
         """This node's objects: those of the watched blocks when watching (no call),
         else one LIST by node label (a one-shot command)."""
-        from ..kube.ipaddress import parse_ip_address
-        from .cluster_reclaim import list_managed
-
         with self._views_lock:
             watches = list(self._watches.values())
         if not watches:
@@ -594,8 +584,6 @@ class ClusterIpam:
 
     def _other_node_alive(self, obj: IPAddressObject, cache: dict[str, bool]) -> bool:
         """Whether ``obj`` names another node whose Node object exists (never swept)."""
-        from .cluster_reclaim import node_of
-
         node = node_of(obj)
         if node is None or node == self.node:
             return False
@@ -671,8 +659,6 @@ class ClusterIpam:
             self._recreate(row, _Budget(self.budget, self.call_timeout))
 
     def _watched_object(self, watch: RangeWatch, name: str) -> IPAddressObject | None:
-        from ..kube.ipaddress import parse_ip_address
-
         doc = watch.lookup(name)
         if doc is None:
             return None
@@ -732,8 +718,6 @@ class ClusterIpam:
 
     def _repair(self, name: str, uid: str) -> None:
         """The repair thread's work: the watch saw ``name`` (``uid``) deleted."""
-        from ..kube.ipaddress import canonical_name
-
         try:
             addr = ipaddress.ip_address(canonical_name(name))
         except ValueError:
@@ -788,8 +772,6 @@ class ClusterIpam:
         the journal (an earlier try of this claim) or else from the claims of
         this node's pods (:class:`~.node_claims.NodeClaims`): never a guess.
         """
-        from ..claims import ClaimReference
-
         if claim is not None and claim.namespace and claim.name:
             return claim
         pods = claim.pods if claim is not None else ()
@@ -962,8 +944,6 @@ class ClusterIpam:
     def _create(
         self, row: JournalRow, claim: ClaimReference | None, budget: _Budget
     ) -> IPAddressObject:
-        from ..kube.ipaddress import ParentRef
-
         recorded = row.allocation.claim
         ref = recorded if recorded is not None and recorded.name else claim
         assert ref is not None and ref.namespace and ref.name  # _named found them
@@ -1126,8 +1106,6 @@ class ClusterIpam:
     def _view(self, rng: IPRange, budget: _Budget | None = None) -> RangeView:
         """The range's view; its watch (when this store watches) starts on first use
         over the blocks this node uses, and a first allocation waits for it briefly."""
-        from .cluster_view import RangeWatch
-
         with self._views_lock:
             view = self._views.get(rng)
             if view is not None:
@@ -1256,8 +1234,6 @@ def open_cluster_ipam(
     close: Callable[[], None] | None = None
     client: Any = api
     if api is None:
-        from ..kube import KubeClient
-
         client = KubeClient(kubeconfig)
         api, close = client, client.close
     if watch and "make_informer" not in options:
@@ -1275,8 +1251,6 @@ def informer_factory(client: Any) -> InformerFactory:
     """Informers on IPAddresses through ``client`` (a :class:`~dranet_cloud.kube.KubeClient`)."""
 
     def make(**kwargs: Any) -> Any:
-        from ..kube.informer import IPADDRESSES, Informer
-
         return Informer(client, IPADDRESSES, **kwargs)
 
     return make

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..kube.ipaddress import IP_FAMILY_LABEL, MANAGED_BY_LABEL
-
-if TYPE_CHECKING:
-    from ..iprange import IPRange
-    from ..kube.client import ClaimListing
-    from ..kube.ipaddress import IPAddressObject, ParentRef
+from ..iprange import IPRange
+from ..kube.client import ClaimListing
+from ..kube.ipaddress import IP_FAMILY_LABEL, MANAGED_BY_LABEL, IPAddressObject, ParentRef
 
 __all__ = [
     "BLOCK_LABEL",

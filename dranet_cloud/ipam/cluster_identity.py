@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .base import IpamStore
 from .reclaim import ClusterMismatch, api_where, record_cluster, recorded_cluster
-
-if TYPE_CHECKING:
-    from .base import IpamStore
 
 __all__ = ["ClusterCheck", "check_cluster", "store_path"]
 

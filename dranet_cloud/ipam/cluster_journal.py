@@ -32,19 +32,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import random
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..iprange import IPRange, address_of
 from . import sqlite_rows
 from .base import Allocation, Owner
 from .sqlite import SqliteStore
-
-if TYPE_CHECKING:
-    import sqlite3
 
 PENDING = "pending"
 BOUND = "bound"

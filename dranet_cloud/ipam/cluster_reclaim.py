@@ -30,9 +30,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..claims import ClaimReference
+from ..kube import KubeConflict, KubeError, KubeNotFound
 from ..logsafe import safe
 from .cluster_api import (
     CLAIM_GROUP,
@@ -42,12 +43,9 @@ from .cluster_api import (
     MANAGED_BY_LABEL,
     NODE_ANNOTATION,
     NODE_LABEL,
+    IPAddressApi,
 )
-from .reclaim import NothingProven
-
-if TYPE_CHECKING:
-    from .cluster_api import IPAddressApi
-    from .reclaim import ClaimSource
+from .reclaim import ClaimSource, NothingProven
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +132,6 @@ def list_managed(
     ``cached``: from the API server's watch cache (the reclaimer's lists: a
     list a little behind only delays a delete, which a GET proves anyway).
     """
-    from ..kube import KubeError
-
     (counted or (lambda _kind: None))("list")
     try:
         return list(api.list_ip_addresses(selector, deadline=timeout, cached=cached))
@@ -214,8 +210,6 @@ def sweep_ip_addresses(
 
 def delete_object(api: IPAddressApi, obj: Any, until: float, count: Callable[[str], None]) -> bool:
     """Delete ``obj`` if it still has its UID; True when it is gone (or replaced)."""
-    from ..kube import KubeConflict, KubeError, KubeNotFound
-
     left = until - time.monotonic()
     if left <= 0:
         return False

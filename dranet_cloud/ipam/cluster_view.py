@@ -25,9 +25,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..kube.informer import Informer
 from ..logsafe import safe
 from .cluster_api import (
     BLOCK_SIZE,
@@ -38,9 +40,6 @@ from .cluster_api import (
     range_id,
 )
 from .cluster_journal import RangeView
-
-if TYPE_CHECKING:
-    from ..kube.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +154,6 @@ class RangeWatch:
 
     def wait_covered(self, value: int, timeout: float) -> bool:
         """Wait (bounded) until :meth:`covers` ``value``; False on the deadline."""
-        import time
-
         until = time.monotonic() + max(0.0, timeout)
         while True:
             if self.covers(value):

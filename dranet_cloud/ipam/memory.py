@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
 
+from ..claims import ClaimReference
 from ..errors import AddressConflict
 from ..iprange import IPRange
 from .base import Allocation, Owner, pick_identities
@@ -29,9 +29,6 @@ from .requests import (
     take_free,
 )
 from .tally import AllocationTally
-
-if TYPE_CHECKING:
-    from ..claims import ClaimReference
 
 log = logging.getLogger(__name__)
 
@@ -257,8 +254,6 @@ class MemoryStore:
 
     def record_claim_names(self, names: Mapping[str, tuple[str, str]]) -> int:
         """Record the namespace/name of claims whose allocations know only the UID."""
-        from ..claims import ClaimReference
-
         changed = 0
         with self._lock:
             for key, alloc in list(self._by_key.items()):

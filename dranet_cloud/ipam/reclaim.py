@@ -66,14 +66,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..claims import ClaimReference
 from ..errors import DranetCloudError
+from ..kube import KubeClient, KubeError
 from .base import Allocation, IpamStore, Owner
-
-if TYPE_CHECKING:
-    from ..kube import KubeClient
 
 __all__ = [
     "COMPLETE_MARKER",
@@ -346,8 +344,6 @@ class KubernetesClaims:
 
     def _call(self, until: float, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """One API call within what is left of the run's budget, its errors as NothingProven."""
-        from ..kube import KubeError
-
         left = until - time.monotonic()
         if left <= 0:
             raise self._out_of_budget()

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime
+from typing import Protocol
 
+from ..claims import ClaimReference
 from ..errors import ConfigError, RangeExhausted
 from ..iprange import IPAddress, IPRange, address_of
 from .base import Allocation, Owner
 from .freesearch import first_free
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from ..claims import ClaimReference
 
 
 class InvalidIpamRequest(ConfigError, ValueError):

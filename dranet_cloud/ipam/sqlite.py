@@ -39,8 +39,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from ..claims import ClaimReference
 from ..errors import AddressConflict, ConfigError
 from ..iprange import IPRange
 from . import sqlite_rows, storefile
@@ -65,9 +66,6 @@ from .sqlite_schema import (
     resolve_db_path,
 )
 from .sqlite_transactions import DEFAULT_BUSY_TIMEOUT, SqliteTransactions
-
-if TYPE_CHECKING:
-    from ..claims import ClaimReference
 
 __all__ = [
     "DEFAULT_IPAM_DB",

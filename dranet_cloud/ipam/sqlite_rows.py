@@ -16,13 +16,10 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
+from ..claims import ClaimReference, PodReference
 from ..iprange import IPRange
 from .base import Allocation, Owner, pick_identities
-
-if TYPE_CHECKING:
-    from ..claims import ClaimReference
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +47,6 @@ def _claim_of(
 ) -> ClaimReference | None:
     if namespace is None and name is None and pods is None:
         return None
-    from ..claims import ClaimReference, PodReference
 
     refs: list[PodReference] = []
     try:

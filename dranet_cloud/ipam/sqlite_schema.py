@@ -93,6 +93,7 @@ def migrate_from_1(conn: sqlite3.Connection) -> None:
     ``pci-0000-00-05-0`` -> ``pci:0000:00:05.0`` too), so the NIC's new
     identity finds them and a release in any form frees them.
     """
+    # Local: nic imports ipam.base, and the ipam package imports this module.
     from ..nic import legacy_keys
 
     present = {row[1] for row in conn.execute("PRAGMA table_info(allocations)")}

@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from ..errors import ConfigError, ProviderUnavailable
 from ..httpdeadline import BodyTooLarge, within
 from ..logsafe import safe
@@ -216,8 +218,6 @@ class _PlainAnswer(Exception):
 
 def _answer_error(answer: Answer) -> Exception:
     """The exception for a non-2xx ``answer``: a Status, or a page that is none."""
-    import msgspec
-
     try:
         doc = msgspec.json.decode(answer.body)
     except msgspec.DecodeError:
@@ -241,6 +241,7 @@ def _kubeconfig_from_file(path: str) -> SingleConfig | None:
     YAML error: a broken file the operator must fix, not a bug in this
     program, so it becomes a :class:`ConfigError` naming the file.
     """
+    # local: lightkube costs serve's readiness; only a client needs it
     from lightkube import KubeConfig
 
     try:
@@ -264,6 +265,7 @@ def load_config(
 
     Raises :class:`ConfigError` naming the fix when there is no configuration.
     """
+    # local: lightkube costs serve's readiness; only a client needs it
     from lightkube import KubeConfig
     from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
@@ -312,6 +314,7 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
+        # local: lightkube costs serve's readiness; only a client needs it
         from lightkube.config.client_adapter import user_auth, verify_cluster
         from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
@@ -784,8 +787,6 @@ class KubeClient:
         answer is raised as :class:`_StatusAnswer` or :class:`_PlainAnswer`, for
         :meth:`_deadline` to word.
         """
-        import msgspec
-
         accept = (
             "application/json" if headers is None else headers.get("Accept", "application/json")
         )
@@ -811,8 +812,6 @@ class KubeClient:
         ``until`` (``time.monotonic()``) continues an earlier deadline;
         ``needs`` is the permission the call needs, named when the API answers 403.
         """
-        import msgspec
-
         budget = self.timeout if seconds is None else seconds
         try:
             with within(budget, until=until):

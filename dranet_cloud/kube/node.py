@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, ProviderUnavailable
+from . import KubeClient, KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,6 @@ class NodeSource:
         return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
     def _read(self, deadline: float) -> dict[str, Any]:
-        from . import KubeClient, KubeError, KubeNotFound
-
         name = self._node_name
         if name is None:
             raise ConfigError(

@@ -40,16 +40,14 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from ..httpdeadline import DEADLINE_PASSED, BodyTooLarge, describe_transport_error, time_left
-
-if TYPE_CHECKING:
-    import ssl
 
 __all__ = [
     "IDLE_EXPIRY",

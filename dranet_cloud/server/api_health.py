@@ -32,19 +32,17 @@ import random
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..ipam.base import IpamStore
 from ..ipam.cluster_identity import check_cluster
 from ..ipam.reclaim import ClusterMismatch, api_where
 from ..kube import KubeError
+from ..kube.ipaddress import IPAddressObject, ParentRef
 from ..logsafe import safe
-
-if TYPE_CHECKING:
-    from ..ipam.base import IpamStore
-    from ..kube.ipaddress import IPAddressObject, ParentRef
 
 __all__ = ["BACKOFF", "START_DEADLINE", "ApiCheck", "ApiHealth", "GatedApi"]
 

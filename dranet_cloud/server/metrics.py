@@ -44,7 +44,7 @@ import platform
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -57,13 +57,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
+from .. import __version__
+from ..host import ProviderHost
+from ..iprange import IPRange
+from ..local_ipam import PLUGIN_NAME, LocalIpamPlugin
 from .app import ByodpApp
-
-if TYPE_CHECKING:
-    from ..host import ProviderHost
-    from ..iprange import IPRange
-    from .collector import PeriodicCollector
-    from .protocol import ConnectionLimits
+from .collector import PeriodicCollector
+from .protocol import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,6 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide in pr
 
 def local_ipam_ranges(host: ProviderHost) -> list[IPRange]:
     """The ranges of the built-in local-ipam provider, if the host has it."""
-    from ..local_ipam import PLUGIN_NAME, LocalIpamPlugin
-
     plugin = host.registry.get_plugin(PLUGIN_NAME)
     return plugin.config.all_ranges() if isinstance(plugin, LocalIpamPlugin) else []
 
@@ -138,7 +136,6 @@ class _StateCollector(Collector):
         unseen.add_metric([], getattr(self.host, "unseen_nic_claims", 0))
         yield unseen
         yield from self._server()
-        from .. import __version__
 
         info = GaugeMetricFamily(
             "dranet_cloud_build_info",

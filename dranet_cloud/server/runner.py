@@ -24,22 +24,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import uvicorn
 
 from ..errors import ConfigError
 from ..host import ProviderHost
-from ..local_ipam import SelectorCheck
+from ..local_ipam import PLUGIN_NAME, SelectorCheck
+from .api_health import ApiCheck, ApiHealth
 from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
 from .collector import CollectorSettings, PeriodicCollector
 from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
 from .metrics import ServerMetrics
 from .metrics_listener import MetricsListener
 from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
-
-if TYPE_CHECKING:
-    from .api_health import ApiCheck, ApiHealth
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +74,6 @@ class ServeOptions:
 
 def local_ipam_selectors(host: ProviderHost) -> SelectorCheck | None:
     """The built-in local-ipam's selector check, when it has per-device selectors."""
-    from ..local_ipam import PLUGIN_NAME
-
     check = getattr(host.registry.get_plugin(PLUGIN_NAME), "selectors", None)
     return check if isinstance(check, SelectorCheck) and check.selectors else None
 
@@ -156,8 +152,6 @@ class WebhookServer:
             _ = host.context.ipam
         self.api_health: ApiHealth | None = None
         if options.api_check is not None:
-            from .api_health import ApiHealth
-
             source = options.gc.source if options.gc is not None else None
             self.api_health = ApiHealth.for_server(host.context.ipam, options.api_check, source)
             # A journal of another cluster refuses to start here (cluster scope).

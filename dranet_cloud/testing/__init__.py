@@ -12,8 +12,6 @@
 * :mod:`.socketguard`: makes any non-loopback connection fail a test run.
 * :mod:`.bad_mac` (pytest, not imported here): the shared run behind every
   cloud plugin's "a listed NIC whose MAC is not one" test.
-
-Importing this package is cheap: it pulls in only the standard library.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..assembly import HostConfig, build_host, describe_document
+from ..context import ProviderOptions
 from .environ import isolated_environ
 
 EXE = (sys.executable, "-m", "dranet_cloud.cli.main")
@@ -47,8 +49,6 @@ def describe_in_process(cloud: str, env: Mapping[str, str], host_root: Path) -> 
 
     For tests that also read what was logged (``caplog``) and must stay fast.
     """
-    from ..assembly import HostConfig, build_host, describe_document
-    from ..context import ProviderOptions
 
     host = build_host(
         HostConfig(

@@ -41,9 +41,10 @@ import pytest
 
 from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
 from ..budget import dranet_attributes, dranet_devices, locate
-from ..context import ProviderContext, ProviderOptions
+from ..context import ProviderContext, ProviderOptions, SampleHost
 from ..errors import DranetCloudError, ProfileDenied
 from ..host import ProviderHost
+from ..host_paths import required_host_paths
 from ..hostroot import HostRoot
 from ..ipam import MemoryStore
 from ..merge import merge_network_config
@@ -59,6 +60,12 @@ from .conformance_checks import (
 )
 from .dranet_wire import go_shape_problems
 from .emulator import Emulator
+from .sample_requests import (
+    answers_in_process,
+    compare,
+    copy_host_paths,
+    sample_requests,
+)
 
 
 @dataclass
@@ -508,15 +515,6 @@ class PluginConformance:
         ``/sys``) answers every sample request, and gives the same local
         evidence, as the whole node: a deployment mounts exactly those
         directories, so a file read elsewhere would fail there."""
-        from ..context import SampleHost
-        from ..host_paths import required_host_paths
-        from .sample_requests import (
-            answers_in_process,
-            compare,
-            copy_host_paths,
-            sample_requests,
-        )
-
         if "cloud" not in registry.roles(self.plugin_name):
             pytest.skip("only a cloud plugin is served on its own sample node")
         with contextmanager(self.environment)(registry, tmp_path / "whole") as conformance_env:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import httpx
+import httpx
 
-    from ..host import ProviderHost
+from ..assembly import HostConfig, IpamConfig, build_host
+from ..host import ProviderHost
 
 TYPES = ("Passthrough", "IPVLAN")
 ADDRESSINGS = ("Static", "DHCP", "Unnumbered")
@@ -58,9 +58,7 @@ _EXACTLY_ONE = {"deviceClassName": "dranet", "allocationMode": "ExactCount", "co
 @contextmanager
 def served_on_unix_socket(host: ProviderHost, directory: Path) -> Iterator[httpx.Client]:
     """``host`` (started) behind a real ``serve`` server on ``directory/hook.sock``."""
-    import httpx
-
-    from ..server.runner import ServeOptions, WebhookServer
+    from ..server.runner import ServeOptions, WebhookServer  # the optional `server` extra
 
     with WebhookServer(host, ServeOptions(listen=f"unix://{directory}/hook.sock")) as server:
         assert server.bound is not None and server.bound.path is not None
@@ -75,7 +73,6 @@ def served_local_ipam(
 ) -> Iterator[tuple[ProviderHost, httpx.Client]]:
     """A started host serving only ``local-ipam`` (``--ipam-range`` ``specs``) on a real
     socket in ``directory``, with its SQLite store there; ``host_root`` defaults to it."""
-    from ..assembly import HostConfig, IpamConfig, build_host
 
     host = build_host(
         HostConfig(

@@ -23,13 +23,18 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import httpx
+import httpx
 
-    from ..context import SampleHost
-    from ..plugins import PluginRegistry
+from ..budget import dranet_devices
+from ..context import ProviderOptions, SampleHost
+from ..errors import DranetCloudError
+from ..host import ProviderHost
+from ..hostroot import HostRoot
+from ..ipam import MemoryStore
+from ..plugins import PluginRegistry
+from .dranet_wire import served_on_unix_socket
 
 __all__ = [
     "Answer",
@@ -137,9 +142,6 @@ def sample_requests(
     claim on each of ``own_address_nics`` (else the ``own_address_claim``
     NIC), each followed by its release.
     """
-    from ..budget import dranet_devices
-    from ..hostroot import HostRoot
-
     devices = dranet_devices(HostRoot(sample.root))
     by_name = {d.name: d for d in devices if d.name}
     roles = registry.roles(plugin)
@@ -209,12 +211,6 @@ def answers_in_process(
     that detects another cloud, answers every request 503 with the reason,
     so a cut that breaks start-up reads as a difference, not a crash.
     """
-    from ..context import ProviderOptions
-    from ..errors import DranetCloudError
-    from ..host import ProviderHost
-    from ..ipam import MemoryStore
-    from .dranet_wire import served_on_unix_socket
-
     host = ProviderHost(
         cloud_provider_hint="" if detect else plugin,
         host_root=str(root),

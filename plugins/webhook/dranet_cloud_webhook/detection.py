@@ -12,18 +12,19 @@ raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
 
 from __future__ import annotations
 
+import logging
+
 from dranet_cloud.context import ProviderContext
 from dranet_cloud.detection import NotThisCloud, confirm_probe
 from dranet_cloud.errors import ConfigError, ProviderUnavailable
 from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
-from dranet_cloud.lazylog import LazyLogger
 from dranet_cloud.models import Capabilities
 
 from .constants import PLUGIN, configured_url
 from .health import HealthError, wait_for_health
 from .metadata_source import endpoint_from, open_client
 
-log = LazyLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def local_evidence(context: ProviderContext) -> str | None:
