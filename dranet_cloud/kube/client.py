@@ -576,17 +576,13 @@ class KubeClient:
 
     def get_lease(self, namespace: str, name: str, *, deadline: float | None = None) -> Any:
         """The Lease ``namespace/name`` as JSON; :class:`KubeNotFound` when there is none."""
-        path = _lease_path(namespace, name)
-        with self._deadline(deadline, f"get lease (GET {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("GET", path), "Lease")
+        return self._lease("get", "GET", _lease_path(namespace, name), None, deadline)
 
     def create_lease(
         self, namespace: str, body: Mapping[str, Any], *, deadline: float | None = None
     ) -> Any:
         """Create a Lease; :class:`KubeAlreadyExists` when the name is taken."""
-        path = _lease_path(namespace)
-        with self._deadline(deadline, f"create lease (POST {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("POST", path, body=dict(body)), "Lease")
+        return self._lease("create", "POST", _lease_path(namespace), body, deadline)
 
     def update_lease(
         self,
@@ -598,9 +594,19 @@ class KubeClient:
     ) -> Any:
         """Replace the Lease (PUT); :class:`KubeConflict` when ``metadata.resourceVersion``
         is not the stored one (someone else wrote it since it was read)."""
-        path = _lease_path(namespace, name)
-        with self._deadline(deadline, f"update lease (PUT {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("PUT", path, body=dict(body)), "Lease")
+        return self._lease("update", "PUT", _lease_path(namespace, name), body, deadline)
+
+    def _lease(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        deadline: float | None,
+    ) -> Any:
+        with self._deadline(deadline, f"{verb} lease ({method} {path})", needs=_LEASE_RBAC):
+            sent = None if body is None else dict(body)
+            return _json_object(self._request(method, path, body=sent), "Lease")
 
     # --- IPAddress objects (networking.k8s.io/v1) --------------------------------------
 
