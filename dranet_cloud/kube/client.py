@@ -23,8 +23,6 @@ else the file named by ``KUBECONFIG``, else the in-cluster service account
 (``KUBERNETES_SERVICE_HOST``/``_PORT`` and the token and CA under
 ``/var/run/secrets/kubernetes.io/serviceaccount``).  Proxy variables are not
 read: a node daemon talks to its API server directly.
-
-lightkube is imported when a client is built, never by the CLI's parser.
 """
 
 from __future__ import annotations
@@ -35,7 +33,13 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
+
+import msgspec
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import user_auth, verify_cluster
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from ..errors import ConfigError, ProviderUnavailable
 from ..httpdeadline import BodyTooLarge, within
@@ -53,9 +57,6 @@ from .ipaddress import (
 from .objects import metadata_string
 from .stream import LineStream
 from .wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
-
-if TYPE_CHECKING:
-    from lightkube.config.kubeconfig import SingleConfig
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -216,8 +217,6 @@ class _PlainAnswer(Exception):
 
 def _answer_error(answer: Answer) -> Exception:
     """The exception for a non-2xx ``answer``: a Status, or a page that is none."""
-    import msgspec
-
     try:
         doc = msgspec.json.decode(answer.body)
     except msgspec.DecodeError:
@@ -241,8 +240,6 @@ def _kubeconfig_from_file(path: str) -> SingleConfig | None:
     YAML error: a broken file the operator must fix, not a bug in this
     program, so it becomes a :class:`ConfigError` naming the file.
     """
-    from lightkube import KubeConfig
-
     try:
         return KubeConfig.from_file(path).get()
     except ConfigError:
@@ -264,9 +261,6 @@ def load_config(
 
     Raises :class:`ConfigError` naming the fix when there is no configuration.
     """
-    from lightkube import KubeConfig
-    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
-
     path = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     try:
         if path is not None:
@@ -312,9 +306,6 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
-        from lightkube.config.client_adapter import user_auth, verify_cluster
-        from lightkube.core.exceptions import ConfigError as LightkubeConfigError
-
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
         config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
@@ -790,8 +781,6 @@ class KubeClient:
         answer is raised as :class:`_StatusAnswer` or :class:`_PlainAnswer`, for
         :meth:`_deadline` to word.
         """
-        import msgspec
-
         accept = (
             "application/json" if headers is None else headers.get("Accept", "application/json")
         )
@@ -817,8 +806,6 @@ class KubeClient:
         ``until`` (``time.monotonic()``) continues an earlier deadline;
         ``needs`` is the permission the call needs, named when the API answers 403.
         """
-        import msgspec
-
         budget = self.timeout if seconds is None else seconds
         try:
             with within(budget, until=until):

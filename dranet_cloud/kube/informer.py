@@ -54,6 +54,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ..logsafe import safe
 from .client import KubeClient, KubeError
 from .stream import LineStream, LineTooLong
@@ -502,8 +504,6 @@ class Informer:
 
     def _watch(self) -> bool:
         """One stream from the last resourceVersion; whether it delivered anything."""
-        import msgspec
-
         seconds = max(1, round(self.watch_timeout * random.uniform(1.0, 2.0)))
         params = {
             "watch": "true",
