@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..claims import ClaimReference
 from ..errors import (
     AddressConflict,
     ConfigError,
@@ -82,6 +83,9 @@ from ..errors import (
     RangeExhausted,
 )
 from ..iprange import IPRange
+from ..kube import KubeAlreadyExists, KubeClient, KubeConflict, KubeError, KubeNotFound
+from ..kube.informer import IPADDRESSES, Informer
+from ..kube.ipaddress import IPAddressObject, ParentRef, canonical_name, parse_ip_address
 from ..logsafe import safe
 from .base import Allocation, Owner
 from .cluster_api import (
@@ -114,15 +118,14 @@ from .cluster_journal import (
     ViewStart,
     cluster_call,
 )
+from .cluster_reclaim import list_managed, node_of, sweep_ip_addresses
 from .cluster_repair import ConflictBook, RepairQueue
+from .cluster_view import InformerFactory, RangeWatch
+from .node_claims import NodeClaims
 from .requests import host_cidr, ordered_ranges, parse_static, require_collect_bounds
 from .sqlite_transactions import would_block
 
 if TYPE_CHECKING:
-    from ..claims import ClaimReference
-    from ..kube.ipaddress import IPAddressObject
-    from .cluster_view import InformerFactory, RangeWatch
-    from .node_claims import NodeClaims
     from .reclaim import ClaimSource
     from .sqlite import StoreHealth
     from .tally import AllocationTally
@@ -180,12 +183,6 @@ def _off_loop(what: str) -> None:
     except RuntimeError:
         return
     raise would_block(f"ipam (cluster scope): {what} calls the Kubernetes API")
-
-
-def _kube_errors() -> tuple[type[Exception], type[Exception], type[Exception], type[Exception]]:
-    from ..kube import KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound
-
-    return KubeError, KubeNotFound, KubeConflict, KubeAlreadyExists
 
 
 @dataclass
@@ -265,8 +262,6 @@ class ClusterIpam:
         # else this store's own, whose watch starts at the first gen1 request).
         self._own_claims = claims is None
         if claims is None:
-            from .node_claims import NodeClaims
-
             claims = NodeClaims(api, node, counted=self._count)  # type: ignore[arg-type]
         self.claims = claims
 
@@ -524,7 +519,6 @@ class ClusterIpam:
         Node object exists: that node reclaims its own.  Objects of nodes
         that vanished are otherwise the Lease holder's (:mod:`.cluster_reclaimer`).
         """
-        from .cluster_reclaim import sweep_ip_addresses
 
         result = ClusterReclaimResult()
         if not dry_run:
@@ -543,8 +537,6 @@ class ClusterIpam:
     def _own_objects(self) -> list[IPAddressObject]:
         """This node's objects: those of the watched blocks when watching (no call),
         else one LIST by node label (a one-shot command)."""
-        from ..kube.ipaddress import parse_ip_address
-        from .cluster_reclaim import list_managed
 
         with self._views_lock:
             watches = list(self._watches.values())
@@ -601,20 +593,18 @@ class ClusterIpam:
 
     def _other_node_alive(self, obj: IPAddressObject, cache: dict[str, bool]) -> bool:
         """Whether ``obj`` names another node whose Node object exists (never swept)."""
-        from .cluster_reclaim import node_of
 
         node = node_of(obj)
         if node is None or node == self.node:
             return False
         if node not in cache:
-            kube_error, not_found, _c, _e = _kube_errors()
             self._count("get")
             try:
                 self.api.get_node(node, deadline=self.call_timeout)
                 cache[node] = True
-            except not_found:
+            except KubeNotFound:
                 cache[node] = False
-            except kube_error:
+            except KubeError:
                 cache[node] = True  # unknown: kept
         return cache[node]
 
@@ -684,7 +674,6 @@ class ClusterIpam:
             self._recreate(row, _Budget(self.budget, self.call_timeout))
 
     def _watched_object(self, watch: RangeWatch, name: str) -> IPAddressObject | None:
-        from ..kube.ipaddress import parse_ip_address
 
         doc = watch.lookup(name)
         if doc is None:
@@ -700,7 +689,6 @@ class ClusterIpam:
         Raises the conflict when someone else holds the address now, and
         :class:`ProviderUnavailable` when the API does not confirm the create.
         """
-        kube_error, _not_found, _conflict, already_exists = _kube_errors()
         recorded = row.allocation.claim
         if recorded is None or not recorded.namespace or not recorded.name:
             raise ProviderUnavailable(
@@ -710,7 +698,7 @@ class ClusterIpam:
             )
         try:
             obj = self._create(row, None, budget)
-        except already_exists:
+        except KubeAlreadyExists:
             holder = self._read(row.name, budget)
             if holder is None:
                 raise ProviderUnavailable(
@@ -721,7 +709,7 @@ class ClusterIpam:
                 self.journal.set_state(row, BOUND, holder.uid, expect=(BOUND,))
                 return
             raise self._conflict(row, holder) from None
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): IPAddress {row.name} of {row.owner} is gone and "
                 f"creating it again failed ({exc}); nothing was answered, retry"
@@ -745,7 +733,6 @@ class ClusterIpam:
 
     def _repair(self, name: str, uid: str) -> None:
         """The repair thread's work: the watch saw ``name`` (``uid``) deleted."""
-        from ..kube.ipaddress import canonical_name
 
         try:
             addr = ipaddress.ip_address(canonical_name(name))
@@ -806,7 +793,6 @@ class ClusterIpam:
         the journal (an earlier try of this claim) or else from the claims of
         this node's pods (:class:`~.node_claims.NodeClaims`): never a guess.
         """
-        from ..claims import ClaimReference
 
         if claim is not None and claim.namespace and claim.name:
             return claim
@@ -873,7 +859,6 @@ class ClusterIpam:
         the view does not watch yet widens the watch first (waited for
         briefly), so a taken address costs no write when the watch shows it.
         """
-        kube_error, _not_found, _conflict, already_exists = _kube_errors()
         view = views.get(row.family)
         if not fresh:
             obj = self._read(row.name, budget)
@@ -889,7 +874,7 @@ class ClusterIpam:
             return False, 0
         try:
             obj = self._create(row, claim, budget)
-        except already_exists:
+        except KubeAlreadyExists:
             if not fresh:
                 found = self._read(row.name, budget)
                 if found is not None and self._ours(found, row):
@@ -899,7 +884,7 @@ class ClusterIpam:
             self._lost(row, view)  # the view learns it: no list follows
             self._jump(row, view)  # and the search leaves the stretch the winner fills
             return False, 1
-        except kube_error as exc:
+        except KubeError as exc:
             self._create_failed(row, exc)
         if view is not None:
             view.add(row.value)
@@ -980,7 +965,6 @@ class ClusterIpam:
     def _create(
         self, row: JournalRow, claim: ClaimReference | None, budget: _Budget
     ) -> IPAddressObject:
-        from ..kube.ipaddress import ParentRef
 
         recorded = row.allocation.claim
         ref = recorded if recorded is not None and recorded.name else claim
@@ -1045,13 +1029,12 @@ class ClusterIpam:
         )
 
     def _read(self, name: str, budget: _Budget) -> IPAddressObject | None:
-        kube_error, not_found, _conflict, _exists = _kube_errors()
         self._count("get")
         try:
             return self.api.get_ip_address(name, deadline=budget.call(f"get {name}"))
-        except not_found:
+        except KubeNotFound:
             return None
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): cannot read IPAddress {name} ({exc}); retry"
             ) from exc
@@ -1074,13 +1057,12 @@ class ClusterIpam:
 
     def _delete(self, name: str, uid: str, budget: _Budget) -> None:
         """Delete our object ``name`` if it still has ``uid``; gone or replaced is done."""
-        kube_error, not_found, conflict, _exists = _kube_errors()
         self._count("delete")
         try:
             self.api.delete_ip_address(name, uid, deadline=budget.call(f"delete {name}"))
-        except (not_found, conflict):
+        except (KubeNotFound, KubeConflict):
             return
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): cannot delete IPAddress {name} ({exc}); the journal "
                 "keeps it and the collector retries"
@@ -1144,7 +1126,6 @@ class ClusterIpam:
     def _view(self, rng: IPRange, budget: _Budget | None = None) -> RangeView:
         """The range's view; its watch (when this store watches) starts on first use
         over the blocks this node uses, and a first allocation waits for it briefly."""
-        from .cluster_view import RangeWatch
 
         with self._views_lock:
             view = self._views.get(rng)
@@ -1186,7 +1167,6 @@ class ClusterIpam:
         """
         if self._own_blocks is not None:
             return self._own_blocks
-        kube_error = _kube_errors()[0]
         if not label_value_ok(self.node):
             self._own_blocks = {}
             return self._own_blocks
@@ -1196,7 +1176,7 @@ class ClusterIpam:
             objs = self.api.list_ip_addresses(
                 f"{NODE_LABEL}={self.node}", deadline=30.0, cached=True
             )
-        except kube_error as exc:
+        except KubeError as exc:
             log.warning(
                 "ipam (cluster scope): cannot list this node's IPAddress objects (%s); only "
                 "the journal's blocks are watched",
@@ -1274,8 +1254,6 @@ def open_cluster_ipam(
     close: Callable[[], None] | None = None
     client: Any = api
     if api is None:
-        from ..kube import KubeClient
-
         client = KubeClient(kubeconfig)
         api, close = client, client.close
     if watch and "make_informer" not in options:
@@ -1293,7 +1271,6 @@ def informer_factory(client: Any) -> InformerFactory:
     """Informers on IPAddresses through ``client`` (a :class:`~dranet_cloud.kube.KubeClient`)."""
 
     def make(**kwargs: Any) -> Any:
-        from ..kube.informer import IPADDRESSES, Informer
 
         return Informer(client, IPADDRESSES, **kwargs)
 
