@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..claims import ClaimReference
+from ..kube import KubeConflict, KubeError, KubeNotFound
 from ..logsafe import safe
 from .cluster_api import (
     CLAIM_GROUP,
@@ -134,7 +135,6 @@ def list_managed(
     ``cached``: from the API server's watch cache (the reclaimer's lists: a
     list a little behind only delays a delete, which a GET proves anyway).
     """
-    from ..kube import KubeError
 
     (counted or (lambda _kind: None))("list")
     try:
@@ -214,7 +214,6 @@ def sweep_ip_addresses(
 
 def delete_object(api: IPAddressApi, obj: Any, until: float, count: Callable[[str], None]) -> bool:
     """Delete ``obj`` if it still has its UID; True when it is gone (or replaced)."""
-    from ..kube import KubeConflict, KubeError, KubeNotFound
 
     left = until - time.monotonic()
     if left <= 0:

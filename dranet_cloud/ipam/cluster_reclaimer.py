@@ -33,13 +33,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..kube import KubeError, KubeNotFound
+from ..kube.client import KubeClient
+from ..kube.informer import NODES, Informer
+from ..kube.lease import LeaseElector
 from ..logsafe import safe
 from .cluster_api import MANAGED_BY, MANAGED_BY_LABEL, NODE_LABEL
+from .cluster_reclaim import list_managed, node_of, sweep_ip_addresses
 
 if TYPE_CHECKING:
-    from ..kube.client import KubeClient
-    from ..kube.informer import Informer
-    from ..kube.lease import LeaseElector
     from .reclaim import ClaimSource
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,6 @@ class Reclaimer:
         node_jitter: float = 0.0,
         make_node_informer: Callable[..., Informer] | None = None,
     ) -> None:
-        from ..kube.lease import LeaseElector
-
         self.client = client
         self.source = source
         self.identity = identity
@@ -205,8 +205,6 @@ class Reclaimer:
         return len(nodes.keys()) if nodes is not None and nodes.synced else 0
 
     def _node_informer(self, **kwargs: Any) -> Informer:
-        from ..kube.informer import NODES, Informer
-
         return Informer(self.client, NODES, **kwargs)
 
     def _drop_nodes(self) -> None:
@@ -239,8 +237,6 @@ class Reclaimer:
 
     def _take_over(self, term: int) -> None:
         """A new term: watch Nodes, then one list of the project's objects."""
-        from .cluster_reclaim import list_managed
-
         self._drop_nodes()
         self._nodes = self._make_nodes(
             metadata_only=True,
@@ -255,8 +251,6 @@ class Reclaimer:
         self._keep_absent(objects, term)
 
     def _list_deleted_nodes(self, term: int) -> None:
-        from .cluster_reclaim import list_managed
-
         with self._lock:
             names, self._pending_nodes = self._pending_nodes, []
         for name in names:
@@ -264,8 +258,6 @@ class Reclaimer:
             self._keep_absent(list_managed(self.client, f"{NODE_LABEL}={name}", cached=True), term)
 
     def _keep_absent(self, objects: list[Any], term: int) -> None:
-        from .cluster_reclaim import node_of
-
         nodes = self._nodes
         if nodes is None:
             return
@@ -283,9 +275,6 @@ class Reclaimer:
 
     def _sweep(self, term: int) -> None:
         """Delete the kept objects whose node stayed absent and whose claim is gone."""
-        from ..kube import KubeError, KubeNotFound
-        from .cluster_reclaim import sweep_ip_addresses
-
         nodes = self._nodes
         if nodes is None:
             return

@@ -66,6 +66,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..claims import ClaimReference
 from ..errors import ProviderUnavailable
+from ..kube import ClaimIdentity, KubeClient, KubeError
+from ..kube.informer import PODS, Informer
 from ..logsafe import safe
 from .reclaim import (
     CLAIM_BATCH,
@@ -77,8 +79,6 @@ from .reclaim import (
 )
 
 if TYPE_CHECKING:
-    from ..kube import ClaimIdentity, KubeClient
-    from ..kube.informer import Informer
     from .base import IpamStore
 
 __all__ = [
@@ -267,8 +267,6 @@ class NodeClaims:
         with self._start_lock:
             if not self.watch or self._informer is not None or self._stopping.is_set():
                 return self
-            from ..kube.informer import PODS, Informer
-
             self._resolver = threading.Thread(
                 target=self._resolve_loop, name=f"claims-{self.node}"[:15], daemon=True
             )
@@ -352,8 +350,6 @@ class NodeClaims:
 
     def cached(self, uid: str) -> ClaimIdentity | None:
         """The claim ``uid`` names, when the view resolved it; no API call."""
-        from ..kube import ClaimIdentity
-
         with self._lock:
             known = self._by_uid.get(uid)
             return None if known is None else ClaimIdentity(known.namespace, known.name, uid)
@@ -574,8 +570,6 @@ class NodeClaims:
 
     def _resolve_all(self, until: float) -> None:
         """GET every used claim not resolved yet, within ``until``; failures prove nothing."""
-        from ..kube import KubeError
-
         for key in self._unresolved():
             left = until - time.monotonic()
             if left <= 0:
@@ -740,8 +734,6 @@ class NodeClaims:
             self._miss_lock.release()
 
     def _list_for_miss(self, uid: str, until: float) -> None:
-        from ..kube import KubeError
-
         wait = self._pods_tried + self.min_interval - time.monotonic()
         if wait > 0:
             if time.monotonic() + wait >= until:
@@ -777,8 +769,6 @@ class NodeClaims:
 
     def _resolve_unresolved(self, uid: str, until: float) -> ClaimIdentity | None:
         """GET the claim names known but not resolved, stopping at the one with ``uid``."""
-        from ..kube import KubeError
-
         with self._lock:
             keys = sorted({k for k in (*self._users, *self._extra_names) if k not in self._by_key})
         for key in keys:
