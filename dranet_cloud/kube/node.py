@@ -28,11 +28,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, ProviderUnavailable
+from .client import KUBECONFIG_ENV, KubeClient, KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)
 
 NODE_NAME_ENV = "NODE_NAME"
-KUBECONFIG_ENV = "KUBECONFIG"
 _RETRY_FIRST = 0.2
 _RETRY_MAX = 2.0
 
@@ -85,8 +85,6 @@ class NodeSource:
         return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
     def _read(self, deadline: float) -> dict[str, Any]:
-        from . import KubeClient, KubeError, KubeNotFound
-
         name = self._node_name
         if name is None:
             raise ConfigError(
