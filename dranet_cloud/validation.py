@@ -313,21 +313,17 @@ def _rule_errors(config: NetworkConfig) -> list[str]:
 def _neighbor_errors(config: NetworkConfig) -> list[str]:
     errors: list[str] = []
     for i, neighbor in enumerate(config.neighbors or []):
-        where = f"neighbors[{i}]"
-        if not neighbor.destination:
-            errors.append(f"{where}.destination: cannot be empty [neighbor-destination]")
-        else:
+        fields = (
+            ("destination", neighbor.destination, _parse_ip, "neighbor-destination"),
+            ("hardwareAddr", neighbor.hardware_addr, parse_mac, "neighbor-mac"),
+        )
+        for field, value, parse, rule in fields:
             try:
-                _parse_ip(neighbor.destination)
+                if not value:
+                    raise ValueError("cannot be empty")
+                parse(value)
             except ValueError as exc:
-                errors.append(f"{where}.destination: {exc} [neighbor-destination]")
-        if not neighbor.hardware_addr:
-            errors.append(f"{where}.hardwareAddr: cannot be empty [neighbor-mac]")
-        else:
-            try:
-                parse_mac(neighbor.hardware_addr)
-            except ValueError as exc:
-                errors.append(f"{where}.hardwareAddr: {exc} [neighbor-mac]")
+                errors.append(f"neighbors[{i}].{field}: {exc} [{rule}]")
     return errors
 
 

@@ -180,10 +180,6 @@ def _off_loop(what: str) -> None:
     raise would_block(f"ipam (cluster scope): {what} calls the Kubernetes API")
 
 
-def _kube_errors() -> tuple[type[Exception], type[Exception], type[Exception], type[Exception]]:
-    return KubeError, KubeNotFound, KubeConflict, KubeAlreadyExists
-
-
 @dataclass
 class ClusterReclaimResult:
     """What a collection in cluster scope did beyond the journal's own reclaim."""
@@ -588,14 +584,13 @@ class ClusterIpam:
         if node is None or node == self.node:
             return False
         if node not in cache:
-            kube_error, not_found, _c, _e = _kube_errors()
             self._count("get")
             try:
                 self.api.get_node(node, deadline=self.call_timeout)
                 cache[node] = True
-            except not_found:
+            except KubeNotFound:
                 cache[node] = False
-            except kube_error:
+            except KubeError:
                 cache[node] = True  # unknown: kept
         return cache[node]
 
@@ -673,7 +668,6 @@ class ClusterIpam:
         Raises the conflict when someone else holds the address now, and
         :class:`ProviderUnavailable` when the API does not confirm the create.
         """
-        kube_error, _not_found, _conflict, already_exists = _kube_errors()
         recorded = row.allocation.claim
         if recorded is None or not recorded.namespace or not recorded.name:
             raise ProviderUnavailable(
@@ -683,7 +677,7 @@ class ClusterIpam:
             )
         try:
             obj = self._create(row, None, budget)
-        except already_exists:
+        except KubeAlreadyExists:
             holder = self._read(row.name, budget)
             if holder is None:
                 raise ProviderUnavailable(
@@ -694,7 +688,7 @@ class ClusterIpam:
                 self.journal.set_state(row, BOUND, holder.uid, expect=(BOUND,))
                 return
             raise self._conflict(row, holder) from None
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): IPAddress {row.name} of {row.owner} is gone and "
                 f"creating it again failed ({exc}); nothing was answered, retry"
@@ -837,7 +831,6 @@ class ClusterIpam:
         the view does not watch yet widens the watch first (waited for
         briefly), so a taken address costs no write when the watch shows it.
         """
-        kube_error, _not_found, _conflict, already_exists = _kube_errors()
         view = views.get(row.family)
         if not fresh:
             obj = self._read(row.name, budget)
@@ -853,7 +846,7 @@ class ClusterIpam:
             return False, 0
         try:
             obj = self._create(row, claim, budget)
-        except already_exists:
+        except KubeAlreadyExists:
             if not fresh:
                 found = self._read(row.name, budget)
                 if found is not None and self._ours(found, row):
@@ -863,7 +856,7 @@ class ClusterIpam:
             self._lost(row, view)  # the view learns it: no list follows
             self._jump(row, view)  # and the search leaves the stretch the winner fills
             return False, 1
-        except kube_error as exc:
+        except KubeError as exc:
             self._create_failed(row, exc)
         if view is not None:
             view.add(row.value)
@@ -1007,13 +1000,12 @@ class ClusterIpam:
         )
 
     def _read(self, name: str, budget: _Budget) -> IPAddressObject | None:
-        kube_error, not_found, _conflict, _exists = _kube_errors()
         self._count("get")
         try:
             return self.api.get_ip_address(name, deadline=budget.call(f"get {name}"))
-        except not_found:
+        except KubeNotFound:
             return None
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): cannot read IPAddress {name} ({exc}); retry"
             ) from exc
@@ -1036,13 +1028,12 @@ class ClusterIpam:
 
     def _delete(self, name: str, uid: str, budget: _Budget) -> None:
         """Delete our object ``name`` if it still has ``uid``; gone or replaced is done."""
-        kube_error, not_found, conflict, _exists = _kube_errors()
         self._count("delete")
         try:
             self.api.delete_ip_address(name, uid, deadline=budget.call(f"delete {name}"))
-        except (not_found, conflict):
+        except (KubeNotFound, KubeConflict):
             return
-        except kube_error as exc:
+        except KubeError as exc:
             raise ProviderUnavailable(
                 f"ipam (cluster scope): cannot delete IPAddress {name} ({exc}); the journal "
                 "keeps it and the collector retries"
@@ -1146,7 +1137,6 @@ class ClusterIpam:
         """
         if self._own_blocks is not None:
             return self._own_blocks
-        kube_error = _kube_errors()[0]
         if not label_value_ok(self.node):
             self._own_blocks = {}
             return self._own_blocks
@@ -1156,7 +1146,7 @@ class ClusterIpam:
             objs = self.api.list_ip_addresses(
                 f"{NODE_LABEL}={self.node}", deadline=30.0, cached=True
             )
-        except kube_error as exc:
+        except KubeError as exc:
             log.warning(
                 "ipam (cluster scope): cannot list this node's IPAddress objects (%s); only "
                 "the journal's blocks are watched",

@@ -516,31 +516,28 @@ class NodeClaims:
         self._refresh(until)
         self._keep(c.uid for c in claims)
         named: list[ClaimReference] = []
-        unnamed: list[ClaimReference] = []
         learned: dict[str, tuple[str, str]] = {}
-        for claim in claims:
-            if claim.qualified_name:
-                named.append(claim)
-                continue
-            known = self.cached(claim.uid)
-            if known is None:
-                unnamed.append(claim)
-            else:
-                named.append(ClaimReference(claim.uid, known.namespace, known.name))
-                learned[claim.uid] = (known.namespace, known.name)
-        if unnamed and self._unresolved():
-            # Names a pod of this node uses that the resolver has not reached yet:
-            # resolve them now, so a UID among them is judged by GET, not by a list.
-            self._resolve_all(until)
+
+        def name_from_cache(claims: Iterable[ClaimReference]) -> list[ClaimReference]:
+            """Move each claim that has (or the cache knows) its name to ``named``."""
             still: list[ClaimReference] = []
-            for claim in unnamed:
-                known = self.cached(claim.uid)
-                if known is None:
+            for claim in claims:
+                known = None if claim.qualified_name else self.cached(claim.uid)
+                if claim.qualified_name:
+                    named.append(claim)
+                elif known is None:
                     still.append(claim)
                 else:
                     named.append(ClaimReference(claim.uid, known.namespace, known.name))
                     learned[claim.uid] = (known.namespace, known.name)
-            unnamed = still
+            return still
+
+        unnamed = name_from_cache(claims)
+        if unnamed and self._unresolved():
+            # Names a pod of this node uses that the resolver has not reached yet:
+            # resolve them now, so a UID among them is judged by GET, not by a list.
+            self._resolve_all(until)
+            unnamed = name_from_cache(unnamed)
         if record and store is not None and learned:
             _record_names(store, learned)
         for begin in range(0, len(named), self.batch):

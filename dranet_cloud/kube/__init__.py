@@ -4,8 +4,6 @@
 :class:`KubeClient` is the facade every caller uses; :class:`Informer` keeps a
 local copy of a resource by LIST once then WATCH (the one watch loop of the
 project) and :class:`LeaseElector` chooses the one owner of work no node owns.
-Importing this package imports neither lightkube nor httpx2 (a client built on
-them is made on use).
 """
 
 from __future__ import annotations

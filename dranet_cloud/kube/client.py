@@ -23,8 +23,6 @@ else the file named by ``KUBECONFIG``, else the in-cluster service account
 (``KUBERNETES_SERVICE_HOST``/``_PORT`` and the token and CA under
 ``/var/run/secrets/kubernetes.io/serviceaccount``).  Proxy variables are not
 read: a node daemon talks to its API server directly.
-
-lightkube is imported when a client is built, never by the CLI's parser.
 """
 
 from __future__ import annotations
@@ -35,9 +33,13 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import user_auth, verify_cluster
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from ..errors import ConfigError, ProviderUnavailable
 from ..httpdeadline import BodyTooLarge, within
@@ -55,9 +57,6 @@ from .ipaddress import (
 from .objects import metadata_string
 from .stream import LineStream
 from .wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
-
-if TYPE_CHECKING:
-    from lightkube.config.kubeconfig import SingleConfig
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -241,9 +240,6 @@ def _kubeconfig_from_file(path: str) -> SingleConfig | None:
     YAML error: a broken file the operator must fix, not a bug in this
     program, so it becomes a :class:`ConfigError` naming the file.
     """
-    # local: lightkube costs serve's readiness; only a client needs it
-    from lightkube import KubeConfig
-
     try:
         return KubeConfig.from_file(path).get()
     except ConfigError:
@@ -265,10 +261,6 @@ def load_config(
 
     Raises :class:`ConfigError` naming the fix when there is no configuration.
     """
-    # local: lightkube costs serve's readiness; only a client needs it
-    from lightkube import KubeConfig
-    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
-
     path = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     try:
         if path is not None:
@@ -314,10 +306,6 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
-        # local: lightkube costs serve's readiness; only a client needs it
-        from lightkube.config.client_adapter import user_auth, verify_cluster
-        from lightkube.core.exceptions import ConfigError as LightkubeConfigError
-
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
         config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
@@ -579,17 +567,13 @@ class KubeClient:
 
     def get_lease(self, namespace: str, name: str, *, deadline: float | None = None) -> Any:
         """The Lease ``namespace/name`` as JSON; :class:`KubeNotFound` when there is none."""
-        path = _lease_path(namespace, name)
-        with self._deadline(deadline, f"get lease (GET {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("GET", path), "Lease")
+        return self._lease("get", "GET", _lease_path(namespace, name), None, deadline)
 
     def create_lease(
         self, namespace: str, body: Mapping[str, Any], *, deadline: float | None = None
     ) -> Any:
         """Create a Lease; :class:`KubeAlreadyExists` when the name is taken."""
-        path = _lease_path(namespace)
-        with self._deadline(deadline, f"create lease (POST {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("POST", path, body=dict(body)), "Lease")
+        return self._lease("create", "POST", _lease_path(namespace), body, deadline)
 
     def update_lease(
         self,
@@ -601,9 +585,19 @@ class KubeClient:
     ) -> Any:
         """Replace the Lease (PUT); :class:`KubeConflict` when ``metadata.resourceVersion``
         is not the stored one (someone else wrote it since it was read)."""
-        path = _lease_path(namespace, name)
-        with self._deadline(deadline, f"update lease (PUT {path})", needs=_LEASE_RBAC):
-            return _json_object(self._request("PUT", path, body=dict(body)), "Lease")
+        return self._lease("update", "PUT", _lease_path(namespace, name), body, deadline)
+
+    def _lease(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        deadline: float | None,
+    ) -> Any:
+        with self._deadline(deadline, f"{verb} lease ({method} {path})", needs=_LEASE_RBAC):
+            sent = None if body is None else dict(body)
+            return _json_object(self._request(method, path, body=sent), "Lease")
 
     # --- IPAddress objects (networking.k8s.io/v1) --------------------------------------
 

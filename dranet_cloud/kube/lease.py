@@ -394,20 +394,19 @@ class LeaseElector:
         self._observe(self._record or {})
         self.stats["transitions"] += 1
         log.info("kubernetes: %r leads now (%s)", self, how)
-        if self.on_started is not None:
-            try:
-                self.on_started()
-            except Exception:
-                log.exception("kubernetes: %r: on_started failed", self)
+        self._hook(self.on_started, "on_started")
 
     def _step_down(self, why: str) -> None:
         self._leader = False
         log.info("kubernetes: %r stepped down: %s", self, why)
-        if self.on_stopped is not None:
+        self._hook(self.on_stopped, "on_stopped")
+
+    def _hook(self, hook: Callable[[], None] | None, name: str) -> None:
+        if hook is not None:
             try:
-                self.on_stopped()
+                hook()
             except Exception:
-                log.exception("kubernetes: %r: on_stopped failed", self)
+                log.exception("kubernetes: %r: %s failed", self, name)
 
     def _note(self, exc: KubeError) -> None:
         self.last_error = safe(str(exc), 600)

@@ -28,12 +28,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, ProviderUnavailable
-from . import KubeClient, KubeError, KubeNotFound
+from .client import KUBECONFIG_ENV, KubeClient, KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)
 
 NODE_NAME_ENV = "NODE_NAME"
-KUBECONFIG_ENV = "KUBECONFIG"
 _RETRY_FIRST = 0.2
 _RETRY_MAX = 2.0
 

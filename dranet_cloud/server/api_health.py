@@ -325,28 +325,5 @@ class GatedApi:
         self.health.require(deadline)
         return self.inner.delete_ip_address(name, uid, deadline=deadline)
 
-    def get_ip_address(self, name: str, *, deadline: float | None = None) -> IPAddressObject:
-        obj: IPAddressObject = self.inner.get_ip_address(name, deadline=deadline)
-        return obj
-
-    def list_ip_addresses(
-        self,
-        label_selector: str | None = None,
-        *,
-        deadline: float | None = None,
-        cached: bool = False,
-    ) -> Sequence[IPAddressObject]:
-        found: Sequence[IPAddressObject] = self.inner.list_ip_addresses(
-            label_selector, deadline=deadline, cached=cached
-        )
-        return found
-
-    def list_ip_address_names(self, *, deadline: float | None = None) -> Sequence[str]:
-        names: Sequence[str] = self.inner.list_ip_address_names(deadline=deadline)
-        return names
-
-    def list_resource_claims(self, *, deadline: float | None = None) -> Any:
-        return self.inner.list_resource_claims(deadline=deadline)
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)  # anything else the store may ask of its client
+        return getattr(self.inner, name)  # reads, and anything else the store may ask
