@@ -10,18 +10,14 @@ the test kit.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.hookspecs import Emulator, hookimpl
 from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 from dranet_cloud.settings import Setting
 
 from . import attributes, detection, metadata_source, profile, routing
 from .snapshot import AwsInstance
-
-if TYPE_CHECKING:  # the test kit, which only the emulator hook imports
-    from dranet_cloud.testing.emulator import Emulator
 
 local_evidence = hookimpl(detection.local_evidence)
 confirm_environment = hookimpl(detection.confirm)
