@@ -157,15 +157,15 @@ class SimNode:
 
     def _start_before(self) -> None:
         """The node side as shipped before this change (read from --before's checkout)."""
-        from dranet_cloud.ipam.reclaim import KubernetesClaims
+        from dranet_cloud.ipam.node.reclaim import KubernetesClaims
         from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
 
         if self.cfg["scope"] == "cluster":
-            from dranet_cloud.ipam.cluster import open_cluster_ipam
+            from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
 
             self.store = open_cluster_ipam(self.db, node=self.name, api=self.client)
         else:
-            from dranet_cloud.ipam.sqlite import SqliteStore
+            from dranet_cloud.ipam.node.sqlite import SqliteStore
 
             self.store = SqliteStore(self.db)
         self._set_meta()
@@ -178,15 +178,15 @@ class SimNode:
         from datetime import timedelta
 
         from dranet_cloud.ipam.node_claims import NodeClaims
-        from dranet_cloud.iprange import IPRange
         from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
+        from dranet_cloud.toolkit.iprange import IPRange
 
         grace = timedelta(seconds=self.cfg["grace"])
         jitter = self.cfg["initial_jitter"]
         view = NodeClaims(self.client, self.name, watch=True, grace=grace, initial_jitter=jitter)
         if self.cfg["scope"] == "cluster":
-            from dranet_cloud.ipam.cluster import open_cluster_ipam
-            from dranet_cloud.ipam.cluster_reclaimer import Reclaimer
+            from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
+            from dranet_cloud.ipam.cluster.reclaimer import Reclaimer
 
             store = open_cluster_ipam(
                 self.db,
@@ -212,7 +212,7 @@ class SimNode:
             self.parts.append(reclaimer.start())
             self.elector = reclaimer
         else:
-            from dranet_cloud.ipam.sqlite import SqliteStore
+            from dranet_cloud.ipam.node.sqlite import SqliteStore
 
             self.store = SqliteStore(self.db)
             self._set_meta()
@@ -234,9 +234,9 @@ class SimNode:
             write("cluster_uid", self.cfg["cluster_uid"])
 
     def allocate(self, i: int) -> list[str]:
-        from dranet_cloud.claims import ClaimReference
         from dranet_cloud.ipam.base import Owner
-        from dranet_cloud.iprange import IPRange
+        from dranet_cloud.toolkit.iprange import IPRange
+        from dranet_cloud.wire.claims import ClaimReference
 
         uid = claim_uid(i)
         owner = Owner(POOL, device_of(i), uid)

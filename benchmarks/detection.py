@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.wire.models import NetworkConfig
 
 
 def timed(fn: Callable[[], object], runs: int) -> list[float]:
@@ -77,9 +77,9 @@ def main() -> None:
         emu = reg.call(args.plugin, "emulator", fixture=None, listen="127.0.0.1:0", faults=None)
         emu.start()
         try:
-            from dranet_cloud.context import ProviderContext
-            from dranet_cloud.detection import detect
-            from dranet_cloud.hostroot import HostRoot
+            from dranet_cloud.contract.context import ProviderContext
+            from dranet_cloud.host.detection import detect
+            from dranet_cloud.node.hostroot import HostRoot
 
             def detect_evidence() -> None:
                 ctx = ProviderContext(host_root=HostRoot(sample.root), env=dict(emu.env))

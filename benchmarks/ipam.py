@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.ipam.sqlite import Synchronous
-from dranet_cloud.iprange import IPRange, ip_range_from_cidr
+from dranet_cloud.ipam.node.sqlite import Synchronous
+from dranet_cloud.toolkit.iprange import IPRange, ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/16")
 V6 = ip_range_from_cidr("2001:db8::/64")
@@ -80,7 +80,7 @@ def rate(path: Path, count: int) -> float:
 WORKER = """
 import json, sys, time
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 v4, v6 = ip_range_from_cidr("10.0.0.0/16"), ip_range_from_cidr("2001:db8::/64")
 store = SqliteStore(path)

@@ -31,13 +31,13 @@ import logging
 import time
 from datetime import datetime, timedelta, timezone
 
-from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam import MemoryStore, Owner
+from dranet_cloud.ipam.node.reclaim import KubernetesClaims, NothingProven, RunCutShort, reclaim
 from dranet_cloud.ipam.node_claims import NodeClaims
-from dranet_cloud.ipam.reclaim import KubernetesClaims, NothingProven, RunCutShort, reclaim
-from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.claims import ClaimReference
 
 RANGES = [ip_range_from_cidr("10.0.0.0/16")]
 OLD = datetime.now(timezone.utc) - timedelta(hours=1)

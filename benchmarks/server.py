@@ -246,7 +246,7 @@ def fsync_rate(directory: str, seconds: float = 1.0) -> float:
 def ipam_alone(directory: str, count: int) -> float:
     """New allocations/s of ``SqliteStore`` itself (synchronous=FULL), no HTTP."""
     from dranet_cloud.ipam import Owner, SqliteStore
-    from dranet_cloud.iprange import ip_range_from_cidr
+    from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
     ranges = [ip_range_from_cidr("10.128.0.0/9"), ip_range_from_cidr("fd00:b::/64")]
     with SqliteStore(os.path.join(directory, "ipam-alone.db")) as store:

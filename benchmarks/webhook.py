@@ -29,8 +29,8 @@ from pathlib import Path
 from dranet_cloud_webhook import plugin
 from dranet_cloud_webhook.client import close_pooled_clients
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "plugins/webhook/examples/example_webhook.py"
 CONFIG = NetworkConfig.model_validate({"profile": "bench", "interface": {"type": "IPVLAN"}})

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-from dranet_cloud.detection import confirm_probe
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.metadata import MetadataClient, resolve_endpoint
-from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.contract.confirm import confirm_probe
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.contract.hookspecs import hookimpl
 from dranet_cloud.testing import Emulator, HostRootBuilder, Request, Response
+from dranet_cloud.toolkit.metadata import MetadataClient, resolve_endpoint
+from dranet_cloud.wire.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
 
 ENDPOINT_VAR = "ACMECLOUD_METADATA_ENDPOINT"
 INSTANCE_PATH = "/acme/v1/instance"

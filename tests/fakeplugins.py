@@ -6,19 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.errors import ProfileDenied
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.metadata import MetadataClient, resolve_endpoint
-from dranet_cloud.models import (
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.providers.subinterface import subinterface_owner
+from dranet_cloud.testing import Emulator, Request, Response, tree_response
+from dranet_cloud.toolkit.errors import ProfileDenied
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.toolkit.metadata import MetadataClient, resolve_endpoint
+from dranet_cloud.wire.models import (
     DeviceAttribute,
     DeviceIdentifiers,
     InterfaceConfig,
     NetworkConfig,
 )
-from dranet_cloud.subinterface import subinterface_owner
-from dranet_cloud.testing import Emulator, Request, Response, tree_response
 
 ENDPOINT_VAR = "FAKECLOUD_ENDPOINT"
 

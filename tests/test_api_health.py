@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.ipam.reclaim import CLUSTER_UID_KEY
+from dranet_cloud.ipam.node.reclaim import CLUSTER_UID_KEY
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
@@ -173,13 +173,13 @@ def test_a_cluster_found_to_be_another_later_reserves_nothing(tmp_path: Path) ->
     the claim's own check finds it, and nothing is reserved there."""
     import pytest
 
-    from dranet_cloud.claims import ClaimReference
-    from dranet_cloud.errors import ProviderUnavailable
     from dranet_cloud.ipam import Owner
-    from dranet_cloud.ipam.cluster import open_cluster_ipam
-    from dranet_cloud.iprange import ip_range_from_cidr
+    from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
     from dranet_cloud.kube import KubeClient
     from dranet_cloud.server.api_health import ApiCheck, ApiHealth
+    from dranet_cloud.toolkit.errors import ProviderUnavailable
+    from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+    from dranet_cloud.wire.claims import ClaimReference
 
     with KubernetesEmulator() as b, KubeClient(str(b.write_kubeconfig())) as client:
         store = open_cluster_ipam(str(tmp_path / "ipam.db"), node="n", api=client, create=True)

@@ -20,7 +20,7 @@ PACKAGE = ROOT / "dranet_cloud"
 DOC = ROOT / "docs" / "architecture.md"
 
 # A path to a Python file as the map writes it: `ipam/sqlite.py`, `models.py`,
-# `dranet_cloud/models.py`; never part of a longer word or path.
+# `dranet_cloud/wire/models.py`; never part of a longer word or path.
 _MODULE_NAME = re.compile(r"(?<![\w/.<>-])((?:[\w]+/)*[\w]+\.py)(?![\w])")
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.assembly import HostConfig, IpamConfig, build_host
-from dranet_cloud.context import ProviderOptions
-from dranet_cloud.errors import ConfigError
+from dranet_cloud.contract.context import ProviderOptions
+from dranet_cloud.host.assembly import HostConfig, IpamConfig, build_host
 from dranet_cloud.ipam import MemoryStore, SqliteStore
+from dranet_cloud.toolkit.errors import ConfigError
 
 # No installed plugin, no environment: only what the config itself adds.
 BARE = HostConfig(cloud_provider_hint="none", env={}, load_entry_points=False)

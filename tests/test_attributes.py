@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
-from dranet_cloud.attributes import (
+from dranet_cloud.host.attribute_limits import (
     attribute_name_problem,
     attribute_value_problem,
     validate_attributes,
 )
-from dranet_cloud.models import DeviceAttribute
+from dranet_cloud.wire.models import DeviceAttribute
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.attributes import (
-    MAX_ATTRIBUTE_VALUES,
-    MAX_ATTRIBUTES,
-    attribute_value_problem,
-    value_count,
-)
-from dranet_cloud.budget import (
+from dranet_cloud.cli.main import main
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.attribute_budget import (
     DRANET_MAX,
     AttributeBudget,
     DeviceBudget,
@@ -24,14 +20,18 @@ from dranet_cloud.budget import (
     locate,
     rank,
 )
-from dranet_cloud.cli.main import main
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.host.attribute_limits import (
+    MAX_ATTRIBUTE_VALUES,
+    MAX_ATTRIBUTES,
+    attribute_value_problem,
+    value_count,
+)
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 GVNIC = ("eth0", "42:01:0a:00:00:02", "0000:00:04.0")
 MLX = ("eth1", "0c:42:a1:00:00:01", "0000:17:00.0")
@@ -162,7 +162,7 @@ def test_host_caps_keeps_best_ranked_and_logs_each_drop_once(
 ) -> None:
     host = budget_host(tmp_path)
     mlx = DeviceIdentifiers(name="eth1", mac_address=MLX[1])
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.attribute_budget"):
         got = host.device_attributes(mlx)
         host._attr_cache.clear()  # a republication: same drops, no new log lines
         again = host.device_attributes(mlx)
@@ -247,7 +247,7 @@ def test_fit_keeps_both_caps_dropping_the_lowest_ranked_that_do_not_fit(
         **{f"x.io/s{i}": DeviceAttribute.of(i) for i in range(10)},
     }
     fitter = AttributeBudget()
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.attribute_budget"):
         # Values bind: big takes 20 of 24; mid (10) does not fit, four scalars do.
         kept = fitter.fit("x", device, offered, None, budget.providers, budget)
         assert list(kept) == ["x.io/big", "x.io/s0", "x.io/s1", "x.io/s2", "x.io/s3"]
@@ -261,7 +261,7 @@ def test_fit_keeps_both_caps_dropping_the_lowest_ranked_that_do_not_fit(
     assert "24 left for providers" in mid
     assert fitter.dropped(budget)[-1] == "x.io/s9"
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.budget"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.attribute_budget"):
         # Ranked first, mid fits; big no longer does; then the 8-attribute cap binds.
         ranked = AttributeBudget().fit("x", device, offered, ["x.io/mid"], 8, budget)
     assert list(ranked) == ["x.io/mid", *(f"x.io/s{i}" for i in range(7))]

@@ -159,7 +159,7 @@ def test_profile_without_provider_is_denied(
 
 
 def test_bare_metal_start_does_no_network_io_with_all_plugins(bare_metal: Path) -> None:
-    from dranet_cloud.host import ProviderHost
+    from dranet_cloud.host.provider_host import ProviderHost
     from dranet_cloud.testing.conformance import record_connections
 
     with record_connections() as attempts:

@@ -22,11 +22,11 @@ from dranet_cloud.cli import demo_cmd
 from dranet_cloud.cli.helptext import EXAMPLES_HEADING, parse_help
 from dranet_cloud.cli.main import _split_global, build_parser, main
 from dranet_cloud.cli.output import OUTPUT_CHOICES, device_key, error_text, human, natural_key
-from dranet_cloud.context import SampleHost
-from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.contract.context import SampleHost
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
 # What a Python repr looks like in text meant for people: a bare None/True/
 # False, a list or dict literal, key=None/True/False, a dataclass or Namespace.

@@ -242,7 +242,7 @@ def test_config_with_a_duplicate_field_is_refused(tmp_path: Path, text: str, fie
     # which rejects duplicate fields; `profile get` must not accept a config
     # (silently taking the last copy) that the daemon refuses.
     from dranet_cloud.cli.common import read_config
-    from dranet_cloud.errors import ConfigError
+    from dranet_cloud.toolkit.errors import ConfigError
 
     path = tmp_path / "config.json"
     path.write_text(text)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.ipam.cluster import open_cluster_ipam
-from dranet_cloud.ipam.cluster_journal import ClusterJournal
-from dranet_cloud.ipam.reclaim import CLUSTER_UID_KEY
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
+from dranet_cloud.ipam.cluster.journal import ClusterJournal
+from dranet_cloud.ipam.node.reclaim import CLUSTER_UID_KEY
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.claims import ClaimReference
 
 from .test_ipam_reclaim import run_cli
 

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference
-from dranet_cloud.errors import AddressConflict
 from dranet_cloud.ipam.base import Owner
-from dranet_cloud.ipam.cluster import ClusterIpam, open_cluster_ipam
-from dranet_cloud.ipam.cluster_api import BLOCK_LABEL, NODE_LABEL, block_value
-from dranet_cloud.ipam.cluster_reclaimer import Reclaimer
-from dranet_cloud.ipam.reclaim import KubernetesClaims
-from dranet_cloud.iprange import IPRange
+from dranet_cloud.ipam.cluster.allocator import ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.cluster.api import BLOCK_LABEL, NODE_LABEL, block_value
+from dranet_cloud.ipam.cluster.reclaimer import Reclaimer
+from dranet_cloud.ipam.node.reclaim import KubernetesClaims
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.errors import AddressConflict
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference
 
 from .waiting import wait_until
 
@@ -196,7 +196,7 @@ def test_an_address_taken_by_someone_else_after_a_deletion_is_a_reported_conflic
     )
     # Its object has no block label: the view sees only the deletion, a GET the holder.
     wait_until(lambda: seen(a, name_of(addr)) is None, "the view to see the deletion")
-    caplog.set_level(logging.ERROR, logger="dranet_cloud.ipam.cluster")
+    caplog.set_level(logging.ERROR, logger="dranet_cloud.ipam.cluster.allocator")
     with pytest.raises(AddressConflict) as err:
         a.allocate(owner("mine"), [RANGE], claim=claim)
     text = str(err.value)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dranet_cloud.ipam.cluster import EXIT_AFTER_CREATE_ENV
+from dranet_cloud.ipam.cluster.allocator import EXIT_AFTER_CREATE_ENV
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
 from .test_cluster_cli import cluster_flags

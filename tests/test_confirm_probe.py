@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.metadata import (
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.metadata import (
     MetadataError,
     MetadataNotADocument,
     MetadataNotFound,
@@ -60,7 +60,7 @@ def test_no_answer_an_impostor_or_a_bad_setting_raises(exc: Exception) -> None:
 def test_an_answer_from_another_server_is_none_and_logged(
     exc: Exception, warn: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="dranet_cloud.detection")
+    caplog.set_level(logging.INFO, logger="dranet_cloud.contract.confirm")
     assert confirm_probe("acme", _raises(exc), warn=warn) is None
     (record,) = caplog.records
     assert record.levelno == (logging.WARNING if warn else logging.INFO)

@@ -23,7 +23,7 @@ must refuse to start.
 
 Each overlay mounts exactly the node directories (under ``--host-root``)
 that the plugins documented for it declare with their ``host_paths`` hook
-(:mod:`dranet_cloud.host_paths`): the test fails naming the plugin, the path
+(:mod:`dranet_cloud.host.host_paths`): the test fails naming the plugin, the path
 and the overlay when one is missing, and when an overlay mounts a directory
 none of them reads.  Then each overlay's sidecar runs on a host root holding
 only what the overlay mounts (the sample node of each cloud documented for
@@ -57,8 +57,8 @@ import pytest
 import yaml
 
 from dranet_cloud.cli.emulate_cmd import build_emulator
-from dranet_cloud.host_paths import CORE, covered_by, required_host_paths
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.host.host_paths import CORE, covered_by, required_host_paths
+from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.emulator import Emulator
 from dranet_cloud.testing.environ import isolated_environ
@@ -416,7 +416,7 @@ def host_mounts(docs: list[dict[str, Any]]) -> dict[str, str]:
 
     The node directory is the mount path with the host root taken off
     (``/host/proc/net`` -> ``/proc/net``): the path a plugin reads through
-    :class:`dranet_cloud.hostroot.HostRoot`, whatever host path the volume
+    :class:`dranet_cloud.node.hostroot.HostRoot`, whatever host path the volume
     takes it from (``/proc/1/net``).
     """
     _, sidecar = containers(docs)

@@ -17,15 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
-from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.cli.main import main as cli_main
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.testing.dranet_wire import (
     get_profile_config,
     go_shape_problems,
     resource_claim,
     served_local_ipam,
 )
+from dranet_cloud.wire.claims import ClaimReference, PodReference
 
 UID = "0f6b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
 MAC = "42:01:0a:00:00:05"

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.base import IpamStore
-from dranet_cloud.ipam.reclaim import (
+from dranet_cloud.ipam.node.reclaim import (
     ClusterMismatch,
     KubernetesClaims,
     RunCutShort,
     reclaim,
 )
-from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.claims import ClaimReference
 
 from . import test_server_cli
 from .test_ipam_reclaim import run_cli

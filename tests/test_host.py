@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderInitError
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.toolkit.errors import ConfigError, ProfileDenied, ProviderInitError
+from dranet_cloud.wire.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
 
 from .fakeplugins import ENDPOINT_VAR, FakeCloud, FakeEnricher, FakeProfile, dmi_root, fake_emulator
 

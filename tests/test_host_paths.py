@@ -1,4 +1,4 @@
-"""dranet_cloud.host_paths: the plugins' declared node directories, checked and warned about."""
+"""dranet_cloud.host.host_paths: the plugins' declared node directories, checked, warned about."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from dranet_cloud.cli.emulate_cmd import build_emulator
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.host_paths import (
+from dranet_cloud.host.host_paths import (
     CORE,
     HostPathError,
     covered_by,
@@ -19,9 +18,10 @@ from dranet_cloud.host_paths import (
     normalize_host_path,
     required_host_paths,
 )
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing.emulator import Emulator
 
 
@@ -92,17 +92,17 @@ def test_serve_warns_at_start_for_a_declared_directory_the_pod_does_not_mount(
 ) -> None:
     """The issue's node: the sidecar started, and every ib* claim 500ed without a word."""
     root, emu = azure
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host_paths"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.host_paths"):
         start(root, emu)
-    assert not [r for r in caplog.records if r.name == "dranet_cloud.host_paths"]
+    assert not [r for r in caplog.records if r.name == "dranet_cloud.host.host_paths"]
     shutil.rmtree(root / "var" / "lib" / "hyperv")
     assert missing_under(HostRoot(root), PluginRegistry(), ["azure"]) == [
         ("azure", "/var/lib/hyperv")
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host_paths"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.host_paths"):
         start(root, emu)
-    (record,) = [r for r in caplog.records if r.name == "dranet_cloud.host_paths"]
+    (record,) = [r for r in caplog.records if r.name == "dranet_cloud.host.host_paths"]
     text = record.getMessage()
     assert record.levelno == logging.WARNING
     assert "plugin azure reads /var/lib/hyperv" in text

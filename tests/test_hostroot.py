@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.hostroot import HostRoot, Inet6Address
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.node.hostroot import HostRoot, Inet6Address
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 
 def build_node(root: Path) -> Path:

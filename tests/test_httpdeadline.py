@@ -1,4 +1,4 @@
-"""The bounded-HTTP layer every client shares (dranet_cloud.httpdeadline), on real peers.
+"""The bounded-HTTP layer every client shares (dranet_cloud.toolkit.httpdeadline), on real peers.
 
 Each check runs on httpx (the metadata and webhook clients; the Kubernetes
 client's own HTTP/1.1 has its checks in test_kube_wire.py): the cap names its
@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dranet_cloud.httpdeadline import (
+from dranet_cloud.testing.drip import DrippingServer
+from dranet_cloud.toolkit.httpdeadline import (
     BodyTooLarge,
     bound,
     describe_transport_error,
@@ -31,8 +32,7 @@ from dranet_cloud.httpdeadline import (
     time_left,
     within,
 )
-from dranet_cloud.metadata import MetadataClient, MetadataUnavailable
-from dranet_cloud.testing.drip import DrippingServer
+from dranet_cloud.toolkit.metadata import MetadataClient, MetadataUnavailable
 
 FLAVOURS = ("httpx",)
 LIMIT = 1000

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from dranet_cloud.hwaddr import (
+from dranet_cloud.toolkit.hwaddr import (
     HardwareAddr,
     InvalidHardwareAddress,
     entry_mac,

@@ -226,12 +226,15 @@ def test_a_circle_is_found_and_named_with_its_lines() -> None:
 
 def test_the_walk_covers_the_core_and_every_plugin() -> None:
     modules = module_files()
-    assert "dranet_cloud.ipam.sqlite" in modules and "dranet_cloud.testing" in modules
+    assert "dranet_cloud.ipam.node.sqlite" in modules and "dranet_cloud.testing" in modules
     plugins = {name.split(".")[0] for name in modules if name.startswith("dranet_cloud_")}
     assert len(plugins) == len(plugin_packages()) >= 7
     edges = import_edges(modules)
-    assert any(e.source == "dranet_cloud.host" and e.target == "dranet_cloud.nic" for e in edges)
-    assert {e.kind for e in edges} == {"module", "function", "typing"}
+    assert any(
+        e.source == "dranet_cloud.host.provider_host" and e.target == "dranet_cloud.node.nic"
+        for e in edges
+    )
+    assert {"module", "function"} <= {e.kind for e in edges}
 
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
@@ -251,7 +254,7 @@ def _in(module: str, package: str) -> bool:
 
 
 def test_the_test_kit_and_the_command_line_depend_on_the_host_layer_not_on_each_other() -> None:
-    """The kit builds hosts as the CLI does (dranet_cloud.assembly), so neither reaches
+    """The kit builds hosts as the CLI does (dranet_cloud.host.assembly), so neither reaches
     into the other: a node's daemon never loads test code, and a change to a command's
     internals never breaks a plugin's tests.  A type named under ``if TYPE_CHECKING:``
     (the hook contracts name the kit's Emulator) is never imported at run time."""
@@ -267,3 +270,86 @@ def test_the_test_kit_and_the_command_line_depend_on_the_host_layer_not_on_each_
         )
     ]
     assert not wrong, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in wrong)
+
+
+# The layers of the core, lowest first: a module may import its own layer and
+# the layers below it, never one above.  The toolkits know nothing of the
+# project; the wire models and the node's view build on them; the Kubernetes
+# client and the IPAM store build on those; the contract (what a hook is
+# handed and returns) names the services a plugin may use; the built-in
+# providers implement it; the host loads and calls plugins; the server and the
+# test kit drive the host, and the command line offers them all.
+LAYERS = (
+    "toolkit",
+    "wire",
+    "node",
+    "kube",
+    "ipam",
+    "contract",
+    "providers",
+    "host",
+    "server",
+    "testing",
+    "cli",
+)
+# What a plugin package may import of the core (and the test kit, only from
+# its emulator and sample modules, which a node daemon never loads).
+PLUGIN_LAYERS = frozenset({"toolkit", "wire", "node", "kube", "ipam", "contract", "providers"})
+PLUGIN_TEST_KIT_MODULES = frozenset({"emulator", "sample"})
+
+
+def layer(module: str) -> str | None:
+    """The core layer a module belongs to; None for the package root (the
+    version only) and for a plugin's modules."""
+    parts = module.split(".")
+    if parts[0] != "dranet_cloud" or len(parts) == 1:
+        return None
+    return parts[1]
+
+
+def layer_violations(edges: list[Edge]) -> list[str]:
+    """Every import that runs upward, and every plugin import outside what a plugin may use."""
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    found: list[str] = []
+    for e in edges:
+        source, target = layer(e.source), layer(e.target)
+        if target is None:
+            continue
+        if source is not None:
+            if rank[source] < rank[target]:
+                found.append(f"{e.where}: {e.source} ({source}) imports {e.target} ({target})")
+        elif target == "testing":
+            if e.source.rsplit(".", 1)[-1] not in PLUGIN_TEST_KIT_MODULES:
+                found.append(f"{e.where}: plugin module {e.source} imports the test kit {e.target}")
+        elif target not in PLUGIN_LAYERS:
+            found.append(f"{e.where}: plugin module {e.source} imports {e.target} ({target})")
+    return found
+
+
+def test_every_core_module_lives_in_a_layer() -> None:
+    flat = [m for m in module_files() if m.startswith("dranet_cloud.") and layer(m) not in LAYERS]
+    assert not flat, f"modules outside the layers {LAYERS}: {flat}"
+
+
+def test_the_layer_rule_catches_an_upward_import() -> None:
+    edges = [
+        Edge("dranet_cloud.host.x", "dranet_cloud.toolkit.y", "x.py:1", "module"),
+        Edge("dranet_cloud.contract.x", "dranet_cloud.testing.y", "x.py:2", "typing"),
+        Edge("dranet_cloud_acme.plugin", "dranet_cloud.host.z", "p.py:3", "function"),
+        Edge("dranet_cloud_acme.emulator", "dranet_cloud.testing", "e.py:4", "module"),
+        Edge("dranet_cloud_acme.routing", "dranet_cloud.testing.q", "r.py:5", "module"),
+    ]
+    assert layer_violations(edges) == [
+        "x.py:2: dranet_cloud.contract.x (contract) imports dranet_cloud.testing.y (testing)",
+        "p.py:3: plugin module dranet_cloud_acme.plugin imports dranet_cloud.host.z (host)",
+        "r.py:5: plugin module dranet_cloud_acme.routing imports the test kit "
+        "dranet_cloud.testing.q",
+    ]
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
+    found = layer_violations(import_edges(module_files()))
+    assert not found, (
+        "imports against the layer order " + " < ".join(LAYERS) + " (move what the lower "
+        "module needs down, or pass it in):\n  " + "\n  ".join(found)
+    )

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from dranet_cloud.cli.ipam_cmd import parse_duration, read_live_claims, register
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.ipam import IPAM_DB_ENV, Owner, SqliteStore
-from dranet_cloud.ipam.reclaim import NothingProven
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.ipam.node.reclaim import NothingProven
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/24")
 V6 = ip_range_from_cidr("2001:db8::/64")

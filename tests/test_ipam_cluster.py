@@ -15,21 +15,26 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference
-from dranet_cloud.errors import AddressConflict, ProfileDenied, ProviderUnavailable, RangeExhausted
 from dranet_cloud.ipam.base import Owner
-from dranet_cloud.ipam.cluster import ClusterIpam, open_cluster_ipam
-from dranet_cloud.ipam.cluster_api import (
+from dranet_cloud.ipam.cluster.allocator import ClusterIpam, open_cluster_ipam
+from dranet_cloud.ipam.cluster.api import (
     CLAIM_UID_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     NODE_LABEL,
 )
-from dranet_cloud.ipam.cluster_journal import BOUND, PENDING, RELEASING
-from dranet_cloud.ipam.reclaim import KubernetesClaims, reclaim
-from dranet_cloud.iprange import IPRange
+from dranet_cloud.ipam.cluster.journal import BOUND, PENDING, RELEASING
+from dranet_cloud.ipam.node.reclaim import KubernetesClaims, reclaim
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.errors import (
+    AddressConflict,
+    ProfileDenied,
+    ProviderUnavailable,
+    RangeExhausted,
+)
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference
 
 from .waiting import wait_until
 
@@ -391,7 +396,7 @@ def test_api_calls_never_run_on_an_event_loop(
     but anything that would call the API raises WouldBlock before touching anything."""
     import asyncio
 
-    from dranet_cloud.errors import WouldBlock
+    from dranet_cloud.toolkit.errors import WouldBlock
 
     a = nodes["node-a"]
     known = a.allocate(owner("u1"), [RANGE], claim=ref(kube, "u1"))

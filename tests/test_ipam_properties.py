@@ -25,9 +25,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from dranet_cloud.errors import AddressConflict, RangeExhausted
 from dranet_cloud.ipam import Allocation, MemoryStore, Owner, SqliteStore
-from dranet_cloud.iprange import IPRange, ip_range_from_cidr
+from dranet_cloud.toolkit.errors import AddressConflict, RangeExhausted
+from dranet_cloud.toolkit.iprange import IPRange, ip_range_from_cidr
 
 V4_A = ip_range_from_cidr("10.0.0.0/29")  # 10.0.0.1-6
 V4_B = IPRange.parse("10.0.0.4-10.0.0.12")  # overlaps A

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference, PodReference
 from dranet_cloud.cli.gc_flags import COMPLETE_MARKER_HELP
 from dranet_cloud.cli.ipam_cmd import register
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.base import IpamStore
-from dranet_cloud.ipam.reclaim import (
+from dranet_cloud.ipam.node.reclaim import (
     COMPLETE_MARKER,
     ClaimsFile,
     KubernetesClaims,
@@ -27,10 +26,11 @@ from dranet_cloud.ipam.reclaim import (
     parse_claims_text,
     reclaim,
 )
-from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.claims import ClaimReference, PodReference
 
 RANGES = [ip_range_from_cidr("10.40.0.0/24"), ip_range_from_cidr("fd00:40::/64")]
 HOUR_AGO = datetime.now(timezone.utc) - timedelta(hours=1)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import AddressConflict, ConfigError, ProviderUnavailable, WouldBlock
 from dranet_cloud.ipam import (
     DEFAULT_IPAM_DB,
     IPAM_DB_ENV,
@@ -25,8 +24,14 @@ from dranet_cloud.ipam import (
     SqliteStore,
     open_store,
 )
-from dranet_cloud.ipam.sqlite import resolve_db_path
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.ipam.node.sqlite import resolve_db_path
+from dranet_cloud.toolkit.errors import (
+    AddressConflict,
+    ConfigError,
+    ProviderUnavailable,
+    WouldBlock,
+)
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/22")
 V6 = ip_range_from_cidr("2001:db8::/64")
@@ -279,7 +284,7 @@ def test_store_carried_across_fork_opens_its_own_connection(tmp_path: Path) -> N
 ALLOCATOR = """
 import json, sys
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 v4, v6 = ip_range_from_cidr("10.0.0.0/19"), ip_range_from_cidr("2001:db8::/64")
 # NORMAL: the same locks and transactions as FULL without an fsync per commit,
@@ -336,9 +341,9 @@ def test_eight_processes_allocating_from_one_file(tmp_path: Path) -> None:
 
 CHURNER = """
 import random, sys
-from dranet_cloud.errors import AddressConflict, RangeExhausted
+from dranet_cloud.toolkit.errors import AddressConflict, RangeExhausted
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 path, seed = sys.argv[1], int(sys.argv[2])
 v4, v6 = ip_range_from_cidr("10.0.0.0/26"), ip_range_from_cidr("2001:db8::/120")
 store = SqliteStore(path)

@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import AddressConflict, ConfigError, ProfileDenied, RangeExhausted
 from dranet_cloud.ipam import IpamStore, MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.requests import InvalidIpamRequest
-from dranet_cloud.iprange import IPRange, ip_range_from_cidr
+from dranet_cloud.toolkit.errors import (
+    AddressConflict,
+    ConfigError,
+    ProfileDenied,
+    RangeExhausted,
+)
+from dranet_cloud.toolkit.iprange import IPRange, ip_range_from_cidr
 
 V4_29 = ip_range_from_cidr("10.0.0.0/29")  # 10.0.0.1 - 10.0.0.6
 V6_64 = ip_range_from_cidr("2001:db8::/64")

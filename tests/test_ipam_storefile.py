@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.ipam import Owner, SqliteStore, open_store, storefile
-from dranet_cloud.iprange import ip_range_from_cidr
+from dranet_cloud.ipam import Owner, SqliteStore, open_store
+from dranet_cloud.ipam.node import storefile
 from dranet_cloud.server.metrics import _store_health
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
 V4 = ip_range_from_cidr("10.0.0.0/24")
 

@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from dranet_cloud.cli.common import parse_device
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.nic import dra_pci_name, resolve_nic
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import dra_pci_name, resolve_nic
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.dranet_wire import get_profile_config, served_local_ipam
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 IB0 = "00:00:10:29:fe:80:00:00:00:00:00:00:b8:3f:d2:03:00:a1:b2:c3"
 IB1 = "00:00:10:2a:fe:80:00:00:00:00:00:00:b8:3f:d2:03:00:a1:b2:c4"

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.kube import KubeClient, KubeError, KubeNotFound, ParentRef, load_config
 from dranet_cloud.testing.drip import DrippingServer
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]

@@ -1,4 +1,4 @@
-"""DRANET's MergeNetworkConfig(user, base), one table row per rule (dranet_cloud.merge)."""
+"""DRANET's MergeNetworkConfig(user, base), one table row per rule (dranet_cloud.host.merge)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud import merge as merge_module
-from dranet_cloud.merge import merge_network_config
-from dranet_cloud.models import NetworkConfig, parse_peer_config
+from dranet_cloud.host import merge as merge_module
+from dranet_cloud.host.merge import merge_network_config
+from dranet_cloud.wire.models import NetworkConfig, parse_peer_config
 
 
 def cfg(doc: dict[str, Any]) -> NetworkConfig:

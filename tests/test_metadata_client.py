@@ -16,8 +16,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.metadata import (
+from dranet_cloud.testing import (
+    Emulator,
+    Faults,
+    Request,
+    Response,
+    TokenIssuer,
+    split_path,
+    tree_response,
+)
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
+from dranet_cloud.toolkit.metadata import (
     Endpoint,
     MetadataClient,
     MetadataError,
@@ -29,15 +38,6 @@ from dranet_cloud.metadata import (
     TokenSpec,
     normalize_url,
     resolve_endpoint,
-)
-from dranet_cloud.testing import (
-    Emulator,
-    Faults,
-    Request,
-    Response,
-    TokenIssuer,
-    split_path,
-    tree_response,
 )
 
 FLAVOR = {"Metadata-Flavor": "Google"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dranet_cloud.metadata import MetadataClient, MetadataNotADocument, resolve_endpoint
 from dranet_cloud.testing import Emulator, Faults, Request, Response
+from dranet_cloud.toolkit.metadata import MetadataClient, MetadataNotADocument, resolve_endpoint
 
 
 def handler(req: Request) -> Response:

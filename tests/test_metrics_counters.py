@@ -2,7 +2,7 @@
 
 At 30,000 claims a scrape used to read every allocation under the store's
 lock on the event loop (2.3 s), and ``/health`` waited 8.7 s behind four
-scrapers.  The counters (:mod:`dranet_cloud.ipam.tally`) must agree with the
+scrapers.  The counters (:mod:`dranet_cloud.ipam.node.pool_counts`) must agree with the
 file after every kind of write, including a write that was rolled back and a
 change made by another process.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dranet_cloud.errors import AddressConflict
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
-from dranet_cloud.ipam.sqlite_rows import addr_key
-from dranet_cloud.iprange import IPRange, ip_range_from_cidr
+from dranet_cloud.ipam.node.rows import addr_key
+from dranet_cloud.toolkit.errors import AddressConflict
+from dranet_cloud.toolkit.iprange import IPRange, ip_range_from_cidr
 
 from .test_server_attacks import health_once
 from .test_server_cli import ServeProcess

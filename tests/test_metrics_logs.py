@@ -20,13 +20,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.plugins import PluginRegistry
 from dranet_cloud.server.metrics import ServerMetrics
 from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.toolkit.errors import ProviderUnavailable
 
 CLI = [sys.executable, "-m", "dranet_cloud.cli.main"]
 
@@ -189,7 +189,7 @@ def test_plugin_errors_are_counted_by_plugin_and_hook() -> None:
 def test_both_log_formats_carry_timestamps() -> None:
     import logging
 
-    from dranet_cloud.logsetup import JsonFormatter, TextFormatter
+    from dranet_cloud.toolkit.log_format import JsonFormatter, TextFormatter
 
     try:
         raise ValueError("boom")

@@ -8,8 +8,8 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from dranet_cloud.claims import ClaimReference, PodReference
-from dranet_cloud.models import (
+from dranet_cloud.wire.claims import ClaimReference, PodReference
+from dranet_cloud.wire.models import (
     Capabilities,
     DeviceAttribute,
     DeviceIdentifiers,
@@ -114,7 +114,7 @@ def test_unknown_fields_strict_for_users_ignored_for_peers(
     assert "'macvlan'" in str(err.value) or "'hooks'" in str(err.value)
     with pytest.raises(ValidationError, match="'hardware_addr'"):
         parse_user_config({"interface": {"hardware_addr": "42:01:0a:00:00:01"}})
-    with caplog.at_level(logging.DEBUG, logger="dranet_cloud.models"):
+    with caplog.at_level(logging.DEBUG, logger="dranet_cloud.wire.models"):
         peer = parse_peer_config(doc)
     assert peer.to_wire() == {"profile": "p", "interface": {"type": "IPVLAN"}}
     assert "macvlan" in caplog.text and "hooks" in caplog.text

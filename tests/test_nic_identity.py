@@ -11,18 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference, PodReference
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import AddressConflict, ConfigError, ProfileDenied
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.base import IpamStore
-from dranet_cloud.iprange import IPRange
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
-from dranet_cloud.nic import (
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import (
     could_be_ifname,
     decode_dra_name,
     dra_device_name,
@@ -31,8 +27,12 @@ from dranet_cloud.nic import (
     resolve_device,
     resolve_nic,
 )
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.toolkit.errors import AddressConflict, ConfigError, ProfileDenied
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference, PodReference
+from dranet_cloud.wire.models import DeviceAttribute, DeviceIdentifiers, NetworkConfig
 
 from .fakeplugins import ENDPOINT_VAR, FakeCloud, fake_emulator
 
@@ -126,7 +126,7 @@ def test_a_conflict_is_resolved_by_mac_and_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     root = node(tmp_path)
-    caplog.set_level(logging.WARNING, logger="dranet_cloud.nic")
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.node.nic")
     nic = resolve_nic(root, DeviceIdentifiers(name="eth0.100", mac_address=MAC_A))
     assert nic.ifname == "eth1"
     assert "answering for eth1" in caplog.text and "eth0.100" in caplog.text
@@ -142,7 +142,7 @@ def test_a_dra_device_name_of_another_nic_is_a_logged_conflict(
     # gen1 DRANET sends the DRA device name: pci-0000-00-07-0 is the EFA
     # function, not NIC A.  The MAC (or PCI address) decides, and says so.
     root = node(tmp_path)
-    caplog.set_level(logging.WARNING, logger="dranet_cloud.nic")
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.node.nic")
     nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", mac_address=MAC_A))
     assert (nic.ifname, nic.identity) == ("eth1", f"mac:{MAC_A}")
     assert "'pci-0000-00-07-0'" in caplog.text and "answering for eth1" in caplog.text
@@ -568,7 +568,7 @@ def test_a_pci_only_device_reaches_the_plugins(tmp_path: Path) -> None:
 def test_names_with_a_trailing_newline_are_not_dra_names() -> None:
     # `$` in a pattern also matches before a final newline: the checks use
     # whole-string matches, so "eth0\n" is not the label "eth0".
-    from dranet_cloud.nic import dra_interface_name, normalize_pci
+    from dranet_cloud.node.nic import dra_interface_name, normalize_pci
 
     assert dra_interface_name("eth0") == "eth0"
     assert dra_interface_name("eth0\n").startswith("net-")

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
 from dranet_cloud.ipam.base import IpamStore
+from dranet_cloud.ipam.node.reclaim import NothingProven, reclaim
 from dranet_cloud.ipam.node_claims import NodeClaims, pod_claims, pod_is_live
-from dranet_cloud.ipam.reclaim import NothingProven, reclaim
-from dranet_cloud.iprange import ip_range_from_cidr
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.claims import ClaimReference
 
 RANGES = [ip_range_from_cidr("10.41.0.0/24")]
 HOUR_AGO = datetime.now(timezone.utc) - timedelta(hours=1)

@@ -1,6 +1,6 @@
 """docs/plugin-api.md holds what a vendor needs, and it is true.
 
-Every hook is written with its full signature, as ``dranet_cloud/hookspecs.py``
+Every hook is written with its full signature, as ``dranet_cloud/contract/hookspecs.py``
 has it; every endpoint the BYODP server serves has a section, and the
 request bodies shown there, sent in order to the real ``dranet-cloud serve``
 on the GCE plugin's sample node against the GCE emulator, get exactly the
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud import hookspecs
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.plugins import HOOK_NAMES, PluginRegistry
+from dranet_cloud.contract import hookspecs
+from dranet_cloud.host.plugin_manager import HOOK_NAMES, PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.server.app import create_app
 
 from .test_server_cli import ServeProcess
@@ -57,12 +57,12 @@ def documented_signatures() -> dict[str, str]:
 
 def test_every_hook_is_documented_with_its_full_signature() -> None:
     documented = documented_signatures()
-    assert HOOK_NAMES, "no hooks found in dranet_cloud.hookspecs"
+    assert HOOK_NAMES, "no hooks found in dranet_cloud.contract.hookspecs"
     for hook in sorted(HOOK_NAMES):
         assert hook in documented, f"docs/plugin-api.md does not document hook {hook}"
         assert documented[hook] == signature(hook), (
             f"docs/plugin-api.md writes hook {hook} as\n  {documented[hook]}\n"
-            f"but dranet_cloud/hookspecs.py declares\n  {signature(hook)}"
+            f"but dranet_cloud/contract/hookspecs.py declares\n  {signature(hook)}"
         )
     stale = sorted(set(documented) - HOOK_NAMES)
     assert stale == [], f"docs/plugin-api.md documents functions that are no hooks: {stale}"
@@ -185,7 +185,7 @@ def _cloud_table() -> dict[str, str]:
 
 def test_the_doc_and_the_conformance_kit_require_the_same_cloud_hooks() -> None:
     """What plugin-api.md calls required of a cloud plugin is what the kit checks, no more."""
-    from dranet_cloud.plugins import ROLE_HOOKS
+    from dranet_cloud.host.plugin_manager import ROLE_HOOKS
     from dranet_cloud.testing.conformance import CLOUD_REQUIRED, PluginConformance
 
     table = _cloud_table()

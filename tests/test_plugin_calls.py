@@ -8,8 +8,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
 
 
 class Plain:
@@ -137,7 +137,7 @@ def test_hook_call_monitoring_sees_every_call() -> None:
 
 
 MODULE_PLUGIN = """
-from dranet_cloud.hookspecs import hookimpl
+from dranet_cloud.contract.hookspecs import hookimpl
 @hookimpl
 def device_config(context, instance, device):
     return {"mtu": 9000, "device": device}

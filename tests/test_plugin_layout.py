@@ -332,7 +332,7 @@ def test_the_checker_names_each_difference(tmp_path: Path) -> None:
     )
     _write(
         pkg / "plugin.py",
-        "from dranet_cloud.hookspecs import hookimpl\n"
+        "from dranet_cloud.contract.hookspecs import hookimpl\n"
         "from . import detection\n\n"
         "@hookimpl\ndef local_evidence(context):\n    return detection.local_evidence(context)\n\n"
         "@hookimpl\ndef device_attributes(context, instance, device):\n    return {}\n\n"

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.errors import PluginError, UnknownHookError
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.cli import run_cli
+from dranet_cloud.toolkit.errors import PluginError, UnknownHookError
 
 PLUGINS = {
     "misspelt": """
@@ -79,7 +79,7 @@ def install(site: Path, name: str, key: str) -> None:
         f"Metadata-Version: 2.1\nName: dranet-cloud-{name}\nVersion: 1.0\n\n"
     )
     (dist / "entry_points.txt").write_text(f"[dranet_cloud]\n{name} = {module}\n")
-    body = "from dranet_cloud.hookspecs import hookimpl\n" + textwrap.dedent(PLUGINS[key])
+    body = "from dranet_cloud.contract.hookspecs import hookimpl\n" + textwrap.dedent(PLUGINS[key])
     (site / f"{module}.py").write_text(body)
 
 
@@ -189,13 +189,39 @@ def test_serve_refuses_to_start_naming_it(
     assert not sock.exists()
 
 
+def test_disable_plugin_lets_a_node_start_without_the_refused_plugin(
+    typo_site: Path, tmp_path: Path
+) -> None:
+    """The operator's way out while the vendor fixes its hook: ``--disable-plugin`` is
+    pluggy's ``set_blocked``, so the distribution's module is never even imported."""
+    bare = HostRootBuilder(tmp_path / "bare").dmi(sys_vendor="Supermicro").build()
+    env = {"PYTHONPATH": str(typo_site)}
+    refused = run_cli("detect", "--host-root", str(bare), env=env)
+    assert refused.returncode == 2 and "plugin acmetypo" in refused.stderr
+    (typo_site / "dranet_cloud_acmetypo.py").write_text("raise SystemExit('imported')\n")
+    res = run_cli("detect", "--host-root", str(bare), "--disable-plugin", "acmetypo", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "acmetypo" not in res.stderr and "imported" not in res.stderr
+    res = run_cli(
+        "detect",
+        "--host-root",
+        str(bare),
+        "--disable-plugin",
+        "acmetypo",
+        "--cloud-provider-hint",
+        "none",
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+
+
 def test_a_plugin_that_fails_to_import_is_logged_and_skipped(
     site: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A broken vendor package must not break the node: the others load."""
     install(site, "acmebroken", "broken")
     install(site, "acmegood", "optional_unknown")
-    with caplog.at_level(logging.WARNING, logger="dranet_cloud.plugins"):
+    with caplog.at_level(logging.WARNING, logger="dranet_cloud.host.plugin_manager"):
         reg = PluginRegistry()
     assert "acmebroken" not in reg.names() and reg.load_errors == {}
     assert {"acmegood", "gce"} <= set(reg.names())

@@ -3,8 +3,8 @@ of the watched blocks, never on a taken address and never outside the spans."""
 
 from __future__ import annotations
 
-from dranet_cloud.ipam.cluster_journal import RangeView
-from dranet_cloud.iprange import IPRange
+from dranet_cloud.ipam.cluster.journal import RangeView
+from dranet_cloud.toolkit.iprange import IPRange
 
 RANGE = IPRange.parse("10.9.0.0/24")  # 10.9.0.1 .. 10.9.0.254
 

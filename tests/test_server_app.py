@@ -22,21 +22,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderUnavailable
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, Owner, SqliteStore
-from dranet_cloud.ipam.reclaim import ClaimsFile
-from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.ipam.node.reclaim import ClaimsFile
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.server.app import create_app, describe_validation_errors
 from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
 from dranet_cloud.server.listen import ListenAddress, bind_unix
 from dranet_cloud.server.middleware import ACCESS_LOGGER
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
+from dranet_cloud.toolkit.errors import ConfigError, ProfileDenied, ProviderUnavailable
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 from .fakeplugins import FakeCloud, FakeProfile, dmi_root, fake_emulator
 from .waiting import wait_until

@@ -27,20 +27,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.logsafe import safe
-from dranet_cloud.metadata import MetadataClient, MetadataError, TokenSpec
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing.drip import DrippingServer
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.toolkit.metadata import MetadataClient, MetadataError, TokenSpec
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 from .waiting import wait_until
 
@@ -611,7 +611,7 @@ def test_a_claim_resolves_its_nic_once(
     """The host resolves a claim's NIC once and hands it on with the identifiers:
     the plugin and the IPAM owner read nothing from sysfs again, and nothing
     is kept from one request for the next."""
-    from dranet_cloud import nic
+    from dranet_cloud.node import nic
 
     resolved: list[str] = []
     real = nic._resolve_nic

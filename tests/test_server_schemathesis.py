@@ -24,14 +24,19 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.hookspecs import hookimpl
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
+from dranet_cloud.contract.hookspecs import hookimpl
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.models import DeviceAttribute, DeviceIdentifiers, InterfaceConfig, NetworkConfig
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.server.app import create_app
+from dranet_cloud.wire.models import (
+    DeviceAttribute,
+    DeviceIdentifiers,
+    InterfaceConfig,
+    NetworkConfig,
+)
 
 from .fakeplugins import FakeProfile
 

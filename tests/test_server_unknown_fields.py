@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
-from dranet_cloud.logsafe import WarnOnce
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.server import app as app_module
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
+from dranet_cloud.toolkit.logsafe import WarnOnce
 
 from .fakeplugins import FakeCloud, dmi_root, fake_emulator
 from .test_server_app import client_for

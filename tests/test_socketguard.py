@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud.metadata import MetadataClient, MetadataUnavailable
 from dranet_cloud.testing import Emulator, NonLoopbackConnection, Response, SocketGuard
 from dranet_cloud.testing.socketguard import is_loopback_address
+from dranet_cloud.toolkit.metadata import MetadataClient, MetadataUnavailable
 
 
 def test_guard_raises_before_the_real_connect(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,10 +18,10 @@ from typing import Any, cast
 
 import pytest
 
-from dranet_cloud.errors import WouldBlock
 from dranet_cloud.ipam import Owner, SqliteStore
-from dranet_cloud.iprange import ip_range_from_cidr
-from dranet_cloud.server.lane import StoreLane
+from dranet_cloud.server.ipam_loop import StoreLane
+from dranet_cloud.toolkit.errors import WouldBlock
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr
 
 RANGE = ip_range_from_cidr("10.9.0.0/24")
 

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from dranet_cloud.claims import ClaimReference, PodReference
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.contract.context import ProviderContext
 from dranet_cloud.ipam import IpamStore, MemoryStore, Owner
-from dranet_cloud.iprange import IPRange
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.nic import described_nic
-from dranet_cloud.subinterface import release_subinterface, subinterface_profile
+from dranet_cloud.node.nic import described_nic
+from dranet_cloud.providers.subinterface import release_subinterface, subinterface_profile
+from dranet_cloud.toolkit.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference, PodReference
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 DEV = DeviceIdentifiers(name="eth1", mac_address="02:00:00:00:00:01")
 POOL = "testcloud"

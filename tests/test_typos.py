@@ -22,14 +22,14 @@ import httpx
 import pytest
 
 from dranet_cloud.cli.main import build_parser
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.ipam import storefile
 from dranet_cloud.ipam.base import Owner
-from dranet_cloud.ipam.sqlite import SqliteStore
-from dranet_cloud.iprange import IPRange
-from dranet_cloud.local_ipam import LocalIpamConfig, SelectorCheck
+from dranet_cloud.ipam.node import storefile
+from dranet_cloud.ipam.node.sqlite import SqliteStore
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.providers.local_ipam import LocalIpamConfig, SelectorCheck
 from dranet_cloud.testing.cli import EXE, run_cli
 from dranet_cloud.testing.hostroot_builder import HostRootBuilder
+from dranet_cloud.toolkit.iprange import IPRange
 
 from .test_server_cli import ServeProcess, servers  # noqa: F401  (the fixture)
 
@@ -104,7 +104,7 @@ def test_the_periodic_check_sees_a_nic_appear_and_leave(
     builder = node(tmp_path)
     check = SelectorCheck(LocalIpamConfig.parse(["mac=0c:42:a1:00:00:77=10.7.0.0/24"]))
     root = HostRoot(tmp_path)
-    with caplog.at_level(logging.INFO, logger="dranet_cloud.local_ipam"):
+    with caplog.at_level(logging.INFO, logger="dranet_cloud.providers.local_ipam"):
         (warning,) = check.check(root)
         assert "selector mac=0c:42:a1:00:00:77= matches no NIC" in warning
         assert check.check(root) == (warning,)  # no second line for the same state

@@ -1,4 +1,4 @@
-"""DRANET's defaulting and validation, one table row per rule (dranet_cloud.validation).
+"""DRANET's defaulting and validation, one table row per rule (dranet_cloud.host.validation).
 
 Each invalid case names the rule it breaks; the error must carry that rule's
 tag.  Rules checked against kubernetes-sigs/dranet ``pkg/apis/validation.go``
@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud.models import parse_peer_config
-from dranet_cloud.validation import (
+from dranet_cloud.host.validation import (
     RULES,
     ConfigInvalid,
     parse_mac,
     validate_network_config,
     vrf_default_table,
 )
+from dranet_cloud.wire.models import parse_peer_config
 
 IPVLAN = {"type": "IPVLAN"}
 

@@ -11,17 +11,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..assembly import HostConfig, IpamConfig
-from ..claims import ClaimReference, resolve_claim
-from ..context import ProviderOptions
-from ..errors import ConfigError
-from ..hostroot import HOST_ROOT_ENV, HostRoot
-from ..hwaddr import normalize_mac
-from ..kube import load_config
-from ..models import DeviceIdentifiers, NetworkConfig, describe_validation_error, parse_user_config
-from ..nic import resolve_nic
-from .argtypes import seconds_type
-from .gc_flags import add_kubeconfig_flag
+from dranet_cloud.cli.argtypes import seconds_type
+from dranet_cloud.cli.gc_flags import add_kubeconfig_flag
+from dranet_cloud.contract.context import ProviderOptions
+from dranet_cloud.host.assembly import HostConfig, IpamConfig
+from dranet_cloud.kube import load_config
+from dranet_cloud.node.hostroot import HOST_ROOT_ENV, HostRoot
+from dranet_cloud.node.nic import resolve_nic
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.hwaddr import normalize_mac
+from dranet_cloud.wire.claims import ClaimReference, resolve_claim
+from dranet_cloud.wire.models import (
+    DeviceIdentifiers,
+    NetworkConfig,
+    describe_validation_error,
+    parse_user_config,
+)
 
 MAX_SECONDS = 86400.0
 
@@ -71,6 +76,14 @@ def add_provider_flags(p: argparse.ArgumentParser, *, ipam: bool = False) -> Non
         default=None,
         metavar="DIR",
         help="read /sys and /proc under DIR (env DRANET_CLOUD_HOST_ROOT, default /)",
+    )
+    g.add_argument(
+        "--disable-plugin",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="do not load the installed plugin NAME (its entry-point name; repeatable), "
+        "as if it were not installed",
     )
     g.add_argument(
         "--probe-metadata",
@@ -258,15 +271,13 @@ def host_config(args: argparse.Namespace) -> HostConfig:
     ``serve`` adds ``ipam_watch``, ``ipam_watch_jitter_s`` and ``node_claims``
     to ``args``: cluster scope's views are watches there, fed by its pods watch.
     """
-    # Not at the top: `detect` imports this module, and on a node without
-    # evidence it must not pay for dataclasses or the host.
-
     return HostConfig(  # in this order: the first flag refused is the one reported
         cloud_provider_hint=args.cloud_provider_hint,
         profile_provider=args.profile_provider,
         host_root=host_root_dir(args),
         probe_metadata=args.probe_metadata,
         options=provider_options(args),
+        disabled_plugins=tuple(args.disable_plugin),
         ipam=IpamConfig(
             ranges=tuple(args.ipam_range),
             profile=args.ipam_profile,

@@ -21,14 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..assembly import HostConfig, IpamConfig, build_host
-from ..budget import dranet_devices
-from ..errors import ConfigError
-from ..models import parse_user_config
-from ..plugins import PluginRegistry
-from .emulate_cmd import build_emulator
-from .helptext import add_command, add_listing_help
-from .output import add_output_flag, device_key, human, natural_key
+from dranet_cloud.cli.emulate_cmd import build_emulator
+from dranet_cloud.cli.helptext import add_command, add_listing_help
+from dranet_cloud.cli.output import add_output_flag, device_key, human, natural_key
+from dranet_cloud.host.assembly import HostConfig, IpamConfig, build_host
+from dranet_cloud.host.attribute_budget import dranet_devices
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.wire.models import parse_user_config
 
 DEFAULT_DEMO_PLUGIN = "gce"
 
@@ -281,7 +281,7 @@ def _budget_said_by_the_demo() -> Iterator[None]:
     reads as a failure; the step lists each dropped attribute and its NICs.
     """
 
-    budget_log = logging.getLogger("dranet_cloud.budget")
+    budget_log = logging.getLogger("dranet_cloud.host.attribute_budget")
 
     def below_warning(record: logging.LogRecord) -> bool:
         return record.levelno < logging.WARNING

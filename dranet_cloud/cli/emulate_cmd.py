@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..hookspecs import Emulator
-from ..plugins import PluginRegistry
-from ..testing.kubernetes import kubernetes_emulator
-from .argtypes import seconds_type
-from .helptext import add_command, add_listing_help
+from dranet_cloud.cli.argtypes import seconds_type
+from dranet_cloud.cli.helptext import add_command, add_listing_help
+from dranet_cloud.contract.hookspecs import Emulator
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.testing.kubernetes import kubernetes_emulator
+from dranet_cloud.toolkit.errors import ConfigError
 
 
 def register(sub: Any) -> None:

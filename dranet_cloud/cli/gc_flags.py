@@ -14,12 +14,17 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 
-from ..errors import ConfigError
-from ..ipam.node_claims import NodeClaims
-from ..ipam.reclaim import DEFAULT_GRACE, ClaimsFile, ClaimSource, KubernetesClaims
-from ..kube import KubeClient
+from dranet_cloud.ipam.node.reclaim import (
+    DEFAULT_GRACE,
+    ClaimsFile,
+    ClaimSource,
+    KubernetesClaims,
+)
+from dranet_cloud.ipam.node_claims import NodeClaims
+from dranet_cloud.kube import KubeClient
+from dranet_cloud.toolkit.errors import ConfigError
 
-# Mirrors dranet_cloud.ipam.reclaim.COMPLETE_MARKER for the help text without
+# Mirrors dranet_cloud.ipam.node.reclaim.COMPLETE_MARKER for the help text without
 # importing the IPAM package (and sqlite3) on every run; a test keeps them equal.
 COMPLETE_MARKER_HELP = "# complete"
 

@@ -17,10 +17,10 @@ import sys
 import time
 from typing import Any
 
-from ..errors import ConfigError
-from .argtypes import seconds_type
-from .helptext import add_command
-from .output import error_text
+from dranet_cloud.cli.argtypes import seconds_type
+from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.cli.output import error_text
+from dranet_cloud.toolkit.errors import ConfigError
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 MAX_RESPONSE_BYTES = 64 * 1024

@@ -3,7 +3,7 @@
 ``list`` shows every allocation with its claim's namespace/name and pod when
 known; ``gc`` frees the allocations of claims the Kubernetes API proves gone
 (``--kubernetes``), or, on air-gapped nodes, that a complete live-claims file
-proves gone (``--live-claims FILE``); see :mod:`dranet_cloud.ipam.reclaim` for
+proves gone (``--live-claims FILE``); see :mod:`dranet_cloud.ipam.node.reclaim` for
 the rules.  Age alone frees only with ``--unsafe-free-by-age``.
 
 Both open the database the daemon uses (``--ipam-db``, else
@@ -21,14 +21,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DranetCloudError
-from ..ipam import IPAM_DB_ENV, Allocation, SqliteStore, resolve_db_path
-from ..ipam.backup import backup
-from ..ipam.cluster import open_cluster_ipam
-from ..ipam.cluster_journal import ClusterJournal
-from ..ipam.reclaim import ClaimsFile, RunCutShort, reclaim
-from .common import add_scope_flag, cluster_scope
-from .gc_flags import (
+from dranet_cloud.cli.common import add_scope_flag, cluster_scope
+from dranet_cloud.cli.gc_flags import (
     KUBECONFIG_HELP,
     LIVE_CLAIMS_HELP,
     add_budget_flag,
@@ -37,11 +31,17 @@ from .gc_flags import (
     parse_grace,
     removed_older_than,
 )
-from .helptext import add_command
-from .output import add_output_flag, emit_json, emit_table, natural_key
+from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.cli.output import add_output_flag, emit_json, emit_table, natural_key
+from dranet_cloud.ipam import IPAM_DB_ENV, Allocation, SqliteStore, resolve_db_path
+from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
+from dranet_cloud.ipam.cluster.journal import ClusterJournal
+from dranet_cloud.ipam.node.backup import backup
+from dranet_cloud.ipam.node.reclaim import ClaimsFile, RunCutShort, reclaim
+from dranet_cloud.toolkit.errors import ConfigError, DranetCloudError
 
 # Every command's parser is built on every run, so the store (and sqlite3) is
-# imported only by the handlers; these mirror dranet_cloud.ipam.sqlite's
+# imported only by the handlers; these mirror dranet_cloud.ipam.node.sqlite's
 # IPAM_DB_ENV and DEFAULT_IPAM_DB for the help text (a test keeps them equal).
 _DB_ENV_HELP = "DRANET_CLOUD_IPAM_DB"
 _DB_DEFAULT_HELP = "/var/lib/dranet-cloud/ipam.db"
@@ -50,7 +50,7 @@ _DB_DEFAULT_HELP = "/var/lib/dranet-cloud/ipam.db"
 def read_live_claims(path: str) -> list[str]:
     """Live claim UIDs from ``path`` (``-`` for stdin), only when the file proves itself complete.
 
-    Raises :class:`~dranet_cloud.ipam.reclaim.NothingProven` for an empty,
+    Raises :class:`~dranet_cloud.ipam.node.reclaim.NothingProven` for an empty,
     truncated or unmarked file.
     """
     live, _ = ClaimsFile(path).read()

@@ -22,11 +22,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ..errors import DranetCloudError
-from ..logsetup import configure_cli, error_line
-from ..plugins import installed_versions
-from .helptext import examples_epilog
-from .output import error_text
+from dranet_cloud.cli.helptext import examples_epilog
+from dranet_cloud.cli.output import error_text
+from dranet_cloud.host.plugin_manager import installed_versions
+from dranet_cloud.toolkit.errors import DranetCloudError
+from dranet_cloud.toolkit.log_format import configure_cli, error_line
 
 # Sub-command -> module, in help order.
 COMMANDS = {

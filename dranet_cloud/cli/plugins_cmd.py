@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import PluginError
-from ..plugins import PluginRegistry
-from .helptext import add_command
-from .output import add_output_flag, emit_json, emit_table
+from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.cli.output import add_output_flag, emit_json, emit_table
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.toolkit.errors import PluginError
 
 
 def register(sub: Any) -> None:

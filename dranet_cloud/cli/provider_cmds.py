@@ -8,15 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..assembly import build_host, describe_document
-from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
-from ..context import ProviderContext
-from ..detection import NO_PROVIDER, DetectionResult, detect
-from ..hostroot import HostRoot
-from ..nic import local_nics
-from ..plugins import NONE_NAMES, PluginRegistry
-from ..settings import check_settings
-from .common import (
+from dranet_cloud.cli.common import (
     add_provider_flags,
     host_config,
     host_root_dir,
@@ -25,8 +17,8 @@ from .common import (
     read_claim,
     read_config,
 )
-from .helptext import add_command
-from .output import (
+from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.cli.output import (
     add_output_flag,
     device_key,
     emit_document,
@@ -35,6 +27,14 @@ from .output import (
     emit_table,
     human,
 )
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.contract.settings import check_settings
+from dranet_cloud.host.assembly import build_host, describe_document
+from dranet_cloud.host.attribute_limits import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES
+from dranet_cloud.host.detection import NO_PROVIDER, DetectionResult, detect
+from dranet_cloud.host.plugin_manager import NONE_NAMES, PluginRegistry
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import local_nics
 
 T = TypeVar("T")
 
@@ -204,7 +204,7 @@ def _auto_detect(args: argparse.Namespace) -> DetectionResult | None:
     profile = (args.profile_provider or "cloud").strip().lower()
     if hint or profile not in ({"cloud"} | NONE_NAMES):
         return None
-    registry = PluginRegistry()
+    registry = PluginRegistry(blocked=args.disable_plugin)
     options = provider_options(args)
     if options.settings:
         check_settings(registry, options.settings)

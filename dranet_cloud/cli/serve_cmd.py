@@ -16,17 +16,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from .. import __version__
-from ..errors import ConfigError
-from ..host import ProviderHost
-from ..ipam import resolve_db_path
-from ..ipam.cluster_reclaimer import Reclaimer, lease_namespace
-from ..server.collector import CollectorSettings
-from ..server.listen import ListenAddress
-from ..server.middleware import ACCESS_LOGGER
-from .argtypes import whole_number_type
-from .common import add_provider_flags, host_config, seconds
-from .gc_flags import (
+from dranet_cloud import __version__
+from dranet_cloud.cli.argtypes import whole_number_type
+from dranet_cloud.cli.common import add_provider_flags, host_config, seconds
+from dranet_cloud.cli.gc_flags import (
     LIVE_CLAIMS_HELP,
     add_budget_flag,
     add_kubeconfig_flag,
@@ -34,7 +27,14 @@ from .gc_flags import (
     parse_grace,
     removed_older_than,
 )
-from .helptext import add_command
+from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.ipam import resolve_db_path
+from dranet_cloud.ipam.cluster.reclaimer import Reclaimer, lease_namespace
+from dranet_cloud.server.collector import CollectorSettings
+from dranet_cloud.server.listen import ListenAddress
+from dranet_cloud.server.middleware import ACCESS_LOGGER
+from dranet_cloud.toolkit.errors import ConfigError
 
 DEFAULT_LISTEN = "unix:///run/dranet/webhook.sock"
 
@@ -324,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
                 f"and its private key ({exc}); pass the server's certificate and matching key"
             ) from exc
     try:  # the optional `server` extra
-        from ..server.runner import ServeOptions, WebhookServer
+        from dranet_cloud.server.runner import ServeOptions, WebhookServer
     except ImportError as exc:
         raise ConfigError(
             f"serve needs FastAPI and uvicorn ({exc}); install them with "
@@ -353,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
     args.ipam_watch = True  # cluster scope: the ranges' views are watches (host_config)
     args.ipam_watch_jitter_s = jitter.total_seconds() if jitter is not None else 0.0
     reclaimer: Any = None
-    from ..assembly import build_host
+    from dranet_cloud.host.assembly import build_host
 
     try:
         host = build_host(host_config(args), check_selectors=False)  # the server checks them
@@ -393,7 +393,7 @@ def _api_check(args: argparse.Namespace) -> Any:
                 "--ipam-scope cluster or --gc-kubernetes"
             )
         return None
-    from ..server.api_health import ApiCheck  # needs the optional `server` extra
+    from dranet_cloud.server.api_health import ApiCheck
 
     return ApiCheck(cluster_scope=cluster, gc_kubernetes=gc, adopt=args.adopt_cluster)
 

@@ -17,10 +17,16 @@ raise :class:`InvalidIpamRequest`, a ``ConfigError`` and ``ValueError``.
 
 from __future__ import annotations
 
-from .base import Allocation, IpamStore, Owner
-from .memory import MemoryStore
-from .requests import InvalidIpamRequest
-from .sqlite import DEFAULT_IPAM_DB, IPAM_DB_ENV, SqliteStore, open_store, resolve_db_path
+from dranet_cloud.ipam.base import Allocation, IpamStore, Owner
+from dranet_cloud.ipam.node.memory import MemoryStore
+from dranet_cloud.ipam.node.sqlite import (
+    DEFAULT_IPAM_DB,
+    IPAM_DB_ENV,
+    SqliteStore,
+    open_store,
+    resolve_db_path,
+)
+from dranet_cloud.ipam.requests import InvalidIpamRequest
 
 __all__ = [
     "DEFAULT_IPAM_DB",

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ..claims import ClaimReference
-from ..errors import AddressConflict
-from ..iprange import IPRange
-from ..nic import LocalNic
+from dranet_cloud.node.nic import LocalNic
+from dranet_cloud.toolkit.errors import AddressConflict
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class Owner:
 
     Keying by claim UID is what makes a kubelet retry get the same addresses.
     ``device`` is the NIC's stable identity (``mac:...``, else ``pci:...``,
-    else ``name:...``, see :mod:`dranet_cloud.nic`); ``keys`` is every form
+    else ``name:...``, see :mod:`dranet_cloud.node.nic`); ``keys`` is every form
     the NIC may have been recorded under (its MAC, PCI address, interface
     and DRA device names).  Equality and hashing use ``device`` only; the
     stores use ``keys`` to find what the same NIC holds under another form

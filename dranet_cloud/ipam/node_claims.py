@@ -43,7 +43,7 @@ For cluster scope, :meth:`NodeClaims.find` names a gen1 UID from the view;
 on a miss it waits (within the request's deadline) for the view's first
 list, ``GET`` s the claims the view has not resolved yet, then lists this
 node's pods once and ``GET`` s what that names; still unknown is
-:class:`~dranet_cloud.errors.ProviderUnavailable` (HTTP 500, the kubelet
+:class:`~dranet_cloud.toolkit.errors.ProviderUnavailable` (HTTP 500, the kubelet
 retries), never a guess.
 
 Without a watch (``watch=False``: the one-shot ``ipam gc --kubernetes
@@ -64,13 +64,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..claims import ClaimReference
-from ..errors import ProviderUnavailable
-from ..kube import ClaimIdentity, KubeClient, KubeError
-from ..kube.informer import PODS, Informer
-from ..logsafe import safe
-from .base import IpamStore
-from .reclaim import (
+from dranet_cloud.ipam.base import IpamStore
+from dranet_cloud.ipam.node.reclaim import (
     CLAIM_BATCH,
     DEFAULT_GRACE,
     DEFAULT_RUN_TIMEOUT,
@@ -78,6 +73,11 @@ from .reclaim import (
     KubernetesClaims,
     NothingProven,
 )
+from dranet_cloud.kube import ClaimIdentity, KubeClient, KubeError
+from dranet_cloud.kube.informer import PODS, Informer
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.wire.claims import ClaimReference
 
 __all__ = [
     "DEFAULT_LIST_INTERVAL",

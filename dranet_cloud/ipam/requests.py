@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from ..claims import ClaimReference
-from ..errors import ConfigError, RangeExhausted
-from ..iprange import IPAddress, IPRange, address_of
-from .base import Allocation, Owner
-from .freesearch import first_free
+from dranet_cloud.ipam.base import Allocation, Owner
+from dranet_cloud.ipam.freesearch import first_free
+from dranet_cloud.toolkit.errors import ConfigError, RangeExhausted
+from dranet_cloud.toolkit.iprange import IPAddress, IPRange, address_of
+from dranet_cloud.wire.claims import ClaimReference
 
 
 class InvalidIpamRequest(ConfigError, ValueError):

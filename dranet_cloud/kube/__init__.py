@@ -8,7 +8,7 @@ project) and :class:`LeaseElector` chooses the one owner of work no node owns.
 
 from __future__ import annotations
 
-from .client import (
+from dranet_cloud.kube.client import (
     DEFAULT_MAX_BYTES,
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
@@ -25,7 +25,7 @@ from .client import (
     KubeNotFound,
     load_config,
 )
-from .informer import (
+from dranet_cloud.kube.informer import (
     IPADDRESSES,
     LEASES,
     NODES,
@@ -35,15 +35,15 @@ from .informer import (
     InformerStats,
     Resource,
 )
-from .ipaddress import (
+from dranet_cloud.kube.ipaddress import (
     IP_FAMILY_LABEL,
     MANAGED_BY_LABEL,
     IPAddressObject,
     ParentRef,
     canonical_name,
 )
-from .lease import CANDIDATES_ANNOTATION, LeaseElector
-from .stream import LineTooLong
+from dranet_cloud.kube.lease import CANDIDATES_ANNOTATION, LeaseElector
+from dranet_cloud.kube.stream import LineTooLong
 
 __all__ = [
     "CANDIDATES_ANNOTATION",

@@ -10,7 +10,7 @@ exec plugin re-run on 401, basic auth).  The requests themselves go over
 :mod:`.wire`, plain sockets speaking HTTP/1.1, because lightkube's httpx2
 stack cost a node most of its CPU per allocation; this module adds:
 
-* the bounds every HTTP client here shares (:mod:`dranet_cloud.httpdeadline`):
+* the bounds every HTTP client here shares (:mod:`dranet_cloud.toolkit.httpdeadline`):
   every connect, send and read ends by the call's deadline, every body is
   read under a byte cap, a watch's every read under its read timeout;
 * a complete-list guarantee: :meth:`KubeClient.list_resource_claims` follows
@@ -41,10 +41,7 @@ from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
-from ..errors import ConfigError, ProviderUnavailable
-from ..httpdeadline import BodyTooLarge, within
-from ..logsafe import safe
-from .ipaddress import (
+from dranet_cloud.kube.ipaddress import (
     IPADDRESSES_PATH,
     IPAddressObject,
     ParentRef,
@@ -54,9 +51,12 @@ from .ipaddress import (
     parse_ip_address,
     parse_ip_address_page,
 )
-from .objects import metadata_string
-from .stream import LineStream
-from .wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
+from dranet_cloud.kube.objects import metadata_string
+from dranet_cloud.kube.stream import LineStream
+from dranet_cloud.kube.wire import Answer, Endpoint, HeadTooLarge, Wire, WireError, WireTimeout
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
+from dranet_cloud.toolkit.httpdeadline import BodyTooLarge, within
+from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -56,9 +56,9 @@ from typing import Any
 
 import msgspec
 
-from ..logsafe import safe
-from .client import KubeClient, KubeError
-from .stream import LineStream, LineTooLong
+from dranet_cloud.kube.client import KubeClient, KubeError
+from dranet_cloud.kube.stream import LineStream, LineTooLong
+from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = [
     "IPADDRESSES",

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from .objects import metadata_string, of_kind
+from dranet_cloud.kube.objects import metadata_string, of_kind
 
 __all__ = [
     "API_VERSION",

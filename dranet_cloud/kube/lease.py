@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..logsafe import safe
-from .client import KubeClient, KubeConflict, KubeError, KubeNotFound
+from dranet_cloud.kube.client import KubeClient, KubeConflict, KubeError, KubeNotFound
+from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = ["CANDIDATES_ANNOTATION", "LeaseElector", "micro_time", "parse_micro_time"]
 

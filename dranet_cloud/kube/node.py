@@ -27,8 +27,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError, ProviderUnavailable
-from .client import KUBECONFIG_ENV, KubeClient, KubeError, KubeNotFound
+from dranet_cloud.kube.client import KUBECONFIG_ENV, KubeClient, KubeError, KubeNotFound
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
 
 log = logging.getLogger(__name__)
 

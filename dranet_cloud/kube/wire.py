@@ -11,13 +11,13 @@ so this module speaks exactly that on the standard library's sockets.
 What it keeps from the old path, each bound in one place:
 
 * **Deadline.**  Every connect, TLS handshake, send and read waits at most
-  the time left before the deadline (:func:`~dranet_cloud.httpdeadline.within`
+  the time left before the deadline (:func:`~dranet_cloud.toolkit.httpdeadline.within`
   and, for a stream, its own end), and at most the per-operation timeout;
   a peer that drips bytes cannot stretch a call, because each wait is
   computed afresh from the same end.
 * **Byte caps.**  A response head is refused over :data:`MAX_HEAD_BYTES` or
   :data:`MAX_HEADERS` lines (:class:`HeadTooLarge`), a body over the caller's
-  cap (:class:`~dranet_cloud.httpdeadline.BodyTooLarge`), announced or sent;
+  cap (:class:`~dranet_cloud.toolkit.httpdeadline.BodyTooLarge`), announced or sent;
   a stream hands on pieces of at most one read, so its reader's line cap holds.
 * **Authentication** stays lightkube's: its httpx ``Auth`` object's
   ``sync_auth_flow`` sets the ``Authorization`` header on a small request
@@ -47,7 +47,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..httpdeadline import DEADLINE_PASSED, BodyTooLarge, describe_transport_error, time_left
+from dranet_cloud.toolkit.httpdeadline import (
+    DEADLINE_PASSED,
+    BodyTooLarge,
+    describe_transport_error,
+    time_left,
+)
 
 __all__ = [
     "IDLE_EXPIRY",
@@ -89,7 +94,7 @@ class WireTimeout(Exception):
 
 class WireError(Exception):
     """No usable HTTP exchange below the status: ``reason`` says why in the shared wording
-    (:func:`~dranet_cloud.httpdeadline.describe_transport_error`)."""
+    (:func:`~dranet_cloud.toolkit.httpdeadline.describe_transport_error`)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -99,7 +104,7 @@ class WireError(Exception):
 class HeadTooLarge(Exception):
     """The answer's status line and headers exceeded :data:`MAX_HEAD_BYTES` or
     :data:`MAX_HEADERS`; :attr:`detail` follows "<client>: <request> " like
-    :class:`~dranet_cloud.httpdeadline.BodyTooLarge`'s."""
+    :class:`~dranet_cloud.toolkit.httpdeadline.BodyTooLarge`'s."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)

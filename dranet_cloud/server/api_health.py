@@ -37,12 +37,12 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..ipam.base import IpamStore
-from ..ipam.cluster_identity import check_cluster
-from ..ipam.reclaim import ClusterMismatch, api_where
-from ..kube import KubeError
-from ..kube.ipaddress import IPAddressObject, ParentRef
-from ..logsafe import safe
+from dranet_cloud.ipam.base import IpamStore
+from dranet_cloud.ipam.cluster.identity import check_cluster
+from dranet_cloud.ipam.node.reclaim import ClusterMismatch, api_where
+from dranet_cloud.kube import KubeError
+from dranet_cloud.kube.ipaddress import IPAddressObject, ParentRef
+from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = ["BACKOFF", "START_DEADLINE", "ApiCheck", "ApiHealth", "GatedApi"]
 

@@ -45,24 +45,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from ..errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable, WouldBlock
-from ..host import ProviderHost
-from ..ipam.requests import InvalidIpamRequest
-from ..ipam.sqlite import SqliteStore
-from ..local_ipam import PLUGIN_NAME as LOCAL_IPAM
-from ..logsafe import WarnOnce, safe
-from ..models import (
-    DeviceIdentifiers,
-    NetworkConfig,
-    ProfileRequest,
-    WireModel,
-    parse_peer_config,
-    parse_profile_request,
-)
-from .admission import Admission
-from .docs import documentation_app
-from .lane import StoreLane, StoreOnly
-from .middleware import (
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.ipam.node.sqlite import SqliteStore
+from dranet_cloud.ipam.requests import InvalidIpamRequest
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME as LOCAL_IPAM
+from dranet_cloud.server.admission import Admission
+from dranet_cloud.server.docs import documentation_app
+from dranet_cloud.server.ipam_loop import StoreLane, StoreOnlyJob
+from dranet_cloud.server.middleware import (
     ASGIApp,
     Message,
     Receive,
@@ -75,7 +65,23 @@ from .middleware import (
     printable,
     read_capped_body,
 )
-from .workers import WorkerPool
+from dranet_cloud.server.workers import WorkerPool
+from dranet_cloud.toolkit.errors import (
+    ConfigError,
+    DranetCloudError,
+    ProfileDenied,
+    ProviderUnavailable,
+    WouldBlock,
+)
+from dranet_cloud.toolkit.logsafe import WarnOnce, safe
+from dranet_cloud.wire.models import (
+    DeviceIdentifiers,
+    NetworkConfig,
+    ProfileRequest,
+    WireModel,
+    parse_peer_config,
+    parse_profile_request,
+)
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("dranet_cloud.server.access")
@@ -552,7 +558,7 @@ class ByodpApp:
 
     async def _run(self, job: Callable[[], Reply], arrival: float) -> Reply:
         """Run a job: a store-only one on the loop (the lane), others on a worker."""
-        if isinstance(job, StoreOnly) and (lane := self._store_lane()) is not None:
+        if isinstance(job, StoreOnlyJob) and (lane := self._store_lane()) is not None:
             # A failed commit or a refused worker answers with its own reply,
             # which finish passes on.
             reply: Reply = job.finish(await lane.run(job.job, arrival))
@@ -646,7 +652,7 @@ class ByodpApp:
                 return result
             return json_reply((result or NetworkConfig()).to_wire())
 
-        job = StoreOnly(allocate, reply)
+        job = StoreOnlyJob(allocate, reply)
         return job if self._store_only([self.host.profile_plugin(config)]) else job.__call__
 
     def _release(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
@@ -686,7 +692,7 @@ class ByodpApp:
             return 200, b"", b""
 
         if self._store_only(self.host.release_plugins(config)):
-            return StoreOnly(job)
+            return StoreOnlyJob(job)
         return job
 
 

@@ -2,7 +2,7 @@
 
 DRANET never retries a failed release (teardown must not block), so a
 provider must reclaim leaks itself.  Every ``interval`` the collector asks a
-:class:`~dranet_cloud.ipam.reclaim.ClaimSource` which claims are proven gone
+:class:`~dranet_cloud.ipam.node.reclaim.ClaimSource` which claims are proven gone
 (the Kubernetes API with ``--gc-kubernetes``, or a complete live-claims file)
 and frees only their allocations older than the grace period; a run whose
 evidence fails frees nothing and logs why.  A source with a view to keep
@@ -21,9 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..errors import ConfigError
-from ..ipam.base import IpamStore
-from ..ipam.reclaim import (
+from dranet_cloud.ipam.base import IpamStore
+from dranet_cloud.ipam.node.reclaim import (
     DEFAULT_GRACE,
     ClaimSource,
     NothingProven,
@@ -31,7 +30,8 @@ from ..ipam.reclaim import (
     RunCutShort,
     reclaim,
 )
-from ..ipam.reclaim import describe_claim as _describe_claim
+from dranet_cloud.ipam.node.reclaim import describe_claim as _describe_claim
+from dranet_cloud.toolkit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

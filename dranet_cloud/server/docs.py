@@ -18,7 +18,13 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import RootModel
 from starlette.exceptions import HTTPException
 
-from ..models import Capabilities, DeviceAttribute, DeviceIdentifiers, NetworkConfig, WireModel
+from dranet_cloud.wire.models import (
+    Capabilities,
+    DeviceAttribute,
+    DeviceIdentifiers,
+    NetworkConfig,
+    WireModel,
+)
 
 
 class AttributeMapDoc(RootModel[dict[str, DeviceAttribute]]):

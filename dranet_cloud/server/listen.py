@@ -15,7 +15,7 @@ import socket
 import stat
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from dranet_cloud.toolkit.errors import ConfigError
 
 DEFAULT_SOCKET_MODE = 0o660
 DEFAULT_BACKLOG = 1024

@@ -9,7 +9,7 @@ What an operator needs to see before DRANET's claims start failing:
 * ``dranet_cloud_ipam_pool_size|used|free{range}`` for each local-ipam range
   and ``dranet_cloud_ipam_allocations{pool}`` for every pool in the store,
   from the counters the store keeps as its commits land
-  (:mod:`dranet_cloud.ipam.tally`): a scrape never reads the store, never
+  (:mod:`dranet_cloud.ipam.node.pool_counts`): a scrape never reads the store, never
   waits for its lock, and costs the same at 30 allocations or 30,000.  When
   another process changed the file (``ipam gc`` by hand), a thread off the
   event loop recounts it, at most every :data:`RECOUNT_INTERVAL` seconds;
@@ -57,13 +57,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from .. import __version__
-from ..host import ProviderHost
-from ..iprange import IPRange
-from ..local_ipam import PLUGIN_NAME, LocalIpamPlugin
-from .app import ByodpApp
-from .collector import PeriodicCollector
-from .protocol import ConnectionLimits
+from dranet_cloud import __version__
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamPlugin
+from dranet_cloud.server.app import ByodpApp
+from dranet_cloud.server.collector import PeriodicCollector
+from dranet_cloud.server.protocol import ConnectionLimits
+from dranet_cloud.toolkit.iprange import IPRange
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ port.
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from .listen import BoundSocket, ListenAddress, bind_tcp
-from .middleware import ASGIApp, Receive, Scope, Send, _send_text
+from dranet_cloud.server.listen import BoundSocket, ListenAddress, bind_tcp
+from dranet_cloud.server.middleware import ASGIApp, Receive, Scope, Send, _send_text
+from dranet_cloud.toolkit.errors import ConfigError
 
 METRICS_PATH = "/metrics"
 

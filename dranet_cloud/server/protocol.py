@@ -51,7 +51,7 @@ import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from ..logsafe import safe
+from dranet_cloud.toolkit.logsafe import safe
 
 log = logging.getLogger(__name__)
 

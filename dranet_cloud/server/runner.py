@@ -28,16 +28,16 @@ from typing import Any
 
 import uvicorn
 
-from ..errors import ConfigError
-from ..host import ProviderHost
-from ..local_ipam import PLUGIN_NAME, SelectorCheck
-from .api_health import ApiCheck, ApiHealth
-from .app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
-from .collector import CollectorSettings, PeriodicCollector
-from .listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
-from .metrics import ServerMetrics
-from .metrics_listener import MetricsListener
-from .protocol import ConnectionLimits, protocol_class, quiet_accept_errors
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.providers.local_ipam import PLUGIN_NAME, SelectorCheck
+from dranet_cloud.server.api_health import ApiCheck, ApiHealth
+from dranet_cloud.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_WORKERS, create_app
+from dranet_cloud.server.collector import CollectorSettings, PeriodicCollector
+from dranet_cloud.server.listen import DEFAULT_SOCKET_MODE, BoundSocket, ListenAddress, bind
+from dranet_cloud.server.metrics import ServerMetrics
+from dranet_cloud.server.metrics_listener import MetricsListener
+from dranet_cloud.server.protocol import ConnectionLimits, protocol_class, quiet_accept_errors
+from dranet_cloud.toolkit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@
   Namespaces, IPAddress objects) with real pagination, Status errors, fault
   modes (latency, planned failures, lost replies) and a kubeconfig for it;
 * :mod:`.hostroot_builder`: fake node files (DMI, sysfs, procfs) that
-  :class:`dranet_cloud.hostroot.HostRoot` reads;
+  :class:`dranet_cloud.node.hostroot.HostRoot` reads;
 * :mod:`.socketguard`: makes any non-loopback connection fail a test run.
 * :mod:`.bad_mac` (pytest, not imported here): the shared run behind every
   cloud plugin's "a listed NIC whose MAC is not one" test.
@@ -16,13 +16,13 @@
 
 from __future__ import annotations
 
-from .emulator import Emulator
-from .faults import Faults
-from .hostroot_builder import HostRootBuilder
-from .kubernetes import KubernetesEmulator, kubernetes_emulator
-from .listen import parse_listen
-from .messages import Handler, Headers, LoggedRequest, Request, Response
-from .metadata_tree import (
+from dranet_cloud.testing.emulator import Emulator
+from dranet_cloud.testing.faults import Faults
+from dranet_cloud.testing.hostroot_builder import HostRootBuilder
+from dranet_cloud.testing.kubernetes import KubernetesEmulator, kubernetes_emulator
+from dranet_cloud.testing.listen import parse_listen
+from dranet_cloud.testing.messages import Handler, Headers, LoggedRequest, Request, Response
+from dranet_cloud.testing.metadata_tree import (
     MISSING,
     render_leaf,
     render_listing,
@@ -30,8 +30,8 @@ from .metadata_tree import (
     tree_lookup,
     tree_response,
 )
-from .socketguard import NonLoopbackConnection, SocketGuard
-from .tokens import TokenIssuer
+from dranet_cloud.testing.socketguard import NonLoopbackConnection, SocketGuard
+from dranet_cloud.testing.tokens import TokenIssuer
 
 __all__ = [
     "MISSING",

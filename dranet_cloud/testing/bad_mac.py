@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from .cli import attributes_by_name, describe_in_process, run_cli
-from .emulator import Emulator
+from dranet_cloud.testing.cli import attributes_by_name, describe_in_process, run_cli
+from dranet_cloud.testing.emulator import Emulator
 
 BuildEmulator = Callable[[Path, str, None], Emulator]
 

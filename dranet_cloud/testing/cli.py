@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..assembly import HostConfig, build_host, describe_document
-from ..context import ProviderOptions
-from .environ import isolated_environ
+from dranet_cloud.contract.context import ProviderOptions
+from dranet_cloud.host.assembly import HostConfig, build_host, describe_document
+from dranet_cloud.testing.environ import isolated_environ
 
 EXE = (sys.executable, "-m", "dranet_cloud.cli.main")
 

@@ -39,33 +39,33 @@ from typing import Any
 
 import pytest
 
-from ..attributes import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
-from ..budget import dranet_attributes, dranet_devices, locate
-from ..context import ProviderContext, ProviderOptions, SampleHost
-from ..errors import DranetCloudError, ProfileDenied
-from ..host import ProviderHost
-from ..host_paths import required_host_paths
-from ..hostroot import HostRoot
-from ..ipam import MemoryStore
-from ..merge import merge_network_config
-from ..models import DeviceIdentifiers, NetworkConfig, parse_user_config
-from ..plugins import ENTRY_POINT_GROUP, ROLE_HOOKS, PluginRegistry
-from ..validation import ConfigInvalid, validate_network_config
-from .conformance_checks import (
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.host.attribute_budget import dranet_attributes, dranet_devices, locate
+from dranet_cloud.host.attribute_limits import MAX_ATTRIBUTE_VALUES, MAX_ATTRIBUTES, value_count
+from dranet_cloud.host.host_paths import required_host_paths
+from dranet_cloud.host.merge import merge_network_config
+from dranet_cloud.host.plugin_manager import ENTRY_POINT_GROUP, ROLE_HOOKS, PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.host.validation import ConfigInvalid, validate_network_config
+from dranet_cloud.ipam import MemoryStore
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.testing.conformance_checks import (
     attribute_problem,
     config_problems,
     detection_problem,
     known_macs_problem,
     mtu_problem,
 )
-from .dranet_wire import go_shape_problems
-from .emulator import Emulator
-from .sample_requests import (
+from dranet_cloud.testing.dranet_wire import go_shape_problems
+from dranet_cloud.testing.emulator import Emulator
+from dranet_cloud.testing.sample_requests import (
     answers_in_process,
     compare,
     copy_host_paths,
     sample_requests,
 )
+from dranet_cloud.toolkit.errors import DranetCloudError, ProfileDenied
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig, parse_user_config
 
 
 @dataclass
@@ -417,7 +417,7 @@ class PluginConformance:
         for dev, cfg in present:
             assert isinstance(cfg, NetworkConfig), self._says(
                 f"device {dev.label()}: device_config returned a {type(cfg).__name__}, "
-                "expected a dranet_cloud.models.NetworkConfig"
+                "expected a dranet_cloud.wire.models.NetworkConfig"
             )
             problems = config_problems(cfg)
             assert not problems, self._says(

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..attributes import attribute_name_problem, attribute_value_problem
-from ..detection import NO_PROVIDER, NOT_THIS_ENVIRONMENT, DetectionResult
-from ..hwaddr import normalize_mac
-from ..logsafe import safe
-from ..models import DeviceAttribute, NetworkConfig
-from ..validation import ConfigInvalid, validate_network_config
-from .dranet_wire import go_shape_problems
-from .messages import LoggedRequest
+from dranet_cloud.contract.confirm import NOT_THIS_ENVIRONMENT
+from dranet_cloud.host.attribute_limits import attribute_name_problem, attribute_value_problem
+from dranet_cloud.host.detection import NO_PROVIDER, DetectionResult
+from dranet_cloud.host.validation import ConfigInvalid, validate_network_config
+from dranet_cloud.testing.dranet_wire import go_shape_problems
+from dranet_cloud.testing.messages import LoggedRequest
+from dranet_cloud.toolkit.hwaddr import normalize_mac
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.wire.models import DeviceAttribute, NetworkConfig
 
 # DRANET's floor is its own rule (``pkg/apis/validation.go``: ``MinMTU = 68``,
-# checked by :mod:`dranet_cloud.validation`), but its ``ValidateConfig`` has
+# checked by :mod:`dranet_cloud.host.validation`), but its ``ValidateConfig`` has
 # no ceiling (kubernetes-sigs/dranet main f258477).  DRANET writes the MTU to
 # the link with netlink (``IFLA_MTU``, ``pkg/driver/hostdevice.go``) and the
 # kernel refuses a value above the device's ``max_mtu``, which no Ethernet
@@ -108,7 +109,8 @@ def known_macs_problem(known: frozenset[str] | None, sample_macs: Iterable[str])
         if canonical != mac:
             return (
                 f"known_macs() holds {mac!r}; expected Go's form {canonical!r} (lower case, "
-                "colons: dranet_cloud.hwaddr.normalize_mac), or no NIC DRANET sends matches it"
+                "colons: dranet_cloud.toolkit.hwaddr.normalize_mac), or no NIC DRANET sends "
+                "matches it"
             )
     local = sorted(set(sample_macs))
     if not known & set(local):

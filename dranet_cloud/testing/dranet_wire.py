@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from ..assembly import HostConfig, IpamConfig, build_host
-from ..host import ProviderHost
+from dranet_cloud.host.assembly import HostConfig, IpamConfig, build_host
+from dranet_cloud.host.provider_host import ProviderHost
 
 TYPES = ("Passthrough", "IPVLAN")
 ADDRESSINGS = ("Static", "DHCP", "Unnumbered")
@@ -58,7 +58,7 @@ _EXACTLY_ONE = {"deviceClassName": "dranet", "allocationMode": "ExactCount", "co
 @contextmanager
 def served_on_unix_socket(host: ProviderHost, directory: Path) -> Iterator[httpx.Client]:
     """``host`` (started) behind a real ``serve`` server on ``directory/hook.sock``."""
-    from ..server.runner import ServeOptions, WebhookServer  # the optional `server` extra
+    from dranet_cloud.server.runner import ServeOptions, WebhookServer
 
     with WebhookServer(host, ServeOptions(listen=f"unix://{directory}/hook.sock")) as server:
         assert server.bound is not None and server.bound.path is not None

@@ -35,10 +35,9 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..logsafe import safe
-from .faults import Faults
-from .listen import UNIX_SCHEME, parse_listen
-from .messages import (
+from dranet_cloud.testing.faults import Faults
+from dranet_cloud.testing.listen import UNIX_SCHEME, parse_listen
+from dranet_cloud.testing.messages import (
     Handler,
     Headers,
     LoggedRequest,
@@ -47,6 +46,7 @@ from .messages import (
     StreamAborted,
     http_chunk,
 )
+from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = ["MAX_BODY_BYTES", "MAX_HEADERS", "MAX_LINE_BYTES", "Emulator"]
 

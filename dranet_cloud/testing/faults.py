@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .messages import Request, Response
+from dranet_cloud.testing.messages import Request, Response
 
 __all__ = ["CAPTIVE_PORTAL_PAGE", "Faults", "spec_items"]
 

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from dranet_cloud.toolkit.errors import ConfigError
 
 
 def load_fixture_json(

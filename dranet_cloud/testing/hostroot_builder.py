@@ -3,7 +3,7 @@
 The layout copies the kernel's: ``/sys/class/net/<if>/device`` is a relative
 symlink into ``/sys/devices/pci0000:00/<pci>``, ``/sys/bus/pci/devices/<pci>``
 links to the same directory, whose ``driver`` links to
-``/sys/bus/pci/drivers/<driver>``.  :class:`dranet_cloud.hostroot.HostRoot`
+``/sys/bus/pci/drivers/<driver>``.  :class:`dranet_cloud.node.hostroot.HostRoot`
 reads links by their last component, so the relative links keep working when
 the tree is copied or moved.
 
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hwaddr import normalize_mac
+from dranet_cloud.toolkit.hwaddr import normalize_mac
 
 __all__ = ["HostRootBuilder"]
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from http import HTTPStatus
 
-from .faults import spec_items
+from dranet_cloud.testing.faults import spec_items
 
 __all__ = [
     "KNOWN_STATUSES",

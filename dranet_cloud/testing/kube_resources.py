@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .kube_rules import COMMON_FIELDS
+from dranet_cloud.testing.kube_rules import COMMON_FIELDS
 
 __all__ = [
     "CLAIMS",

@@ -49,8 +49,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kube_rules import FieldSelector, LabelSelector, field_value
-from .messages import StreamAborted, http_chunk
+from dranet_cloud.testing.kube_rules import FieldSelector, LabelSelector, field_value
+from dranet_cloud.testing.messages import StreamAborted, http_chunk
 
 __all__ = [
     "Encoder",

@@ -56,9 +56,9 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from .emulator import Emulator
-from .faults import Faults
-from .kube_faults import (
+from dranet_cloud.testing.emulator import Emulator
+from dranet_cloud.testing.faults import Faults
+from dranet_cloud.testing.kube_faults import (
     KNOWN_STATUSES,
     VERBS,
     ApiFaults,
@@ -66,7 +66,7 @@ from .kube_faults import (
     finite_seconds,
     parse_api_faults,
 )
-from .kube_resources import (
+from dranet_cloud.testing.kube_resources import (
     CLAIMS,
     IPADDRESSES,
     LEASES,
@@ -79,9 +79,20 @@ from .kube_resources import (
     route,
     verb_of,
 )
-from .kube_rules import FieldSelector, LabelSelector, SelectorError, ip_address_causes
-from .kube_watch import MAX_WATCH_SECONDS, WatchEvent, WatchExpired, WatchHub, error_line
-from .messages import Request, Response
+from dranet_cloud.testing.kube_rules import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    ip_address_causes,
+)
+from dranet_cloud.testing.kube_watch import (
+    MAX_WATCH_SECONDS,
+    WatchEvent,
+    WatchExpired,
+    WatchHub,
+    error_line,
+)
+from dranet_cloud.testing.messages import Request, Response
 
 __all__ = [
     "CALLS_PATH",

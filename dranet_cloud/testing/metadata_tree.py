@@ -13,7 +13,7 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
-from .messages import Response
+from dranet_cloud.testing.messages import Response
 
 __all__ = ["MISSING", "render_leaf", "render_listing", "split_path", "tree_lookup", "tree_response"]
 

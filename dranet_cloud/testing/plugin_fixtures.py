@@ -29,15 +29,15 @@ from typing import Any, Protocol
 
 import pytest
 
-from ..context import ProviderContext, ProviderOptions, SampleHost
-from ..host import ProviderHost
-from ..hostroot import HostRoot
-from ..ipam import MemoryStore
-from .emulator import Emulator
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.ipam import MemoryStore
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.testing.emulator import Emulator
 
 
 class PluginHooks(Protocol):
-    """The two hooks of a plugin module the factory needs (see :mod:`dranet_cloud.hookspecs`)."""
+    """The two hooks of a plugin module the factory needs (see the contract's hookspecs)."""
 
     def emulator(self, fixture: Path | None, listen: str, faults: str | None) -> Emulator | None:
         """Build (not start) the plugin's metadata emulator."""

@@ -27,14 +27,14 @@ from typing import Any
 
 import httpx
 
-from ..budget import dranet_devices
-from ..context import ProviderOptions, SampleHost
-from ..errors import DranetCloudError
-from ..host import ProviderHost
-from ..hostroot import HostRoot
-from ..ipam import MemoryStore
-from ..plugins import PluginRegistry
-from .dranet_wire import served_on_unix_socket
+from dranet_cloud.contract.context import ProviderOptions, SampleHost
+from dranet_cloud.host.attribute_budget import dranet_devices
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.ipam import MemoryStore
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.testing.dranet_wire import served_on_unix_socket
+from dranet_cloud.toolkit.errors import DranetCloudError
 
 __all__ = [
     "Answer",

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .faults import Faults
-from .messages import Request, Response
+from dranet_cloud.testing.faults import Faults
+from dranet_cloud.testing.messages import Request, Response
 
 __all__ = ["TokenIssuer"]
 

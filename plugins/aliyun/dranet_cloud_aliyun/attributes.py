@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
-from dranet_cloud.nic import resolve_nic
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import resolve_nic
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from .constants import ATTRIBUTE_DOMAIN, ERDMA_PREFIX, PLUGIN
 from .snapshot import AliyunInstance

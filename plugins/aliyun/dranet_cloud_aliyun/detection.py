@@ -7,14 +7,14 @@ refuses the token dance or returns something that is not an ECS instance id
 is "something else" (``None``); a server that does not answer at all is
 ``ProviderUnavailable``, raised by the metadata client with the endpoint and
 the override variable in its message (the rule of
-:func:`dranet_cloud.detection.confirm_probe`).
+:func:`dranet_cloud.contract.confirm.confirm_probe`).
 """
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.logsafe import safe
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.logsafe import safe
 
 from .constants import DMI_PRODUCT_NAME, INSTANCE_ID, METADATA_ROOT, PLUGIN
 from .metadata_source import open_client

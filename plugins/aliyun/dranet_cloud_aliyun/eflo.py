@@ -9,7 +9,7 @@ truth for a bond, which the metadata service does not list under a MAC of its
 own.
 
 All 16 addresses of the block are handed out, ``...:c00`` and ``...:c0f``
-included.  :func:`dranet_cloud.iprange.ip_range_from_cidr` keeps the first and
+included.  :func:`dranet_cloud.toolkit.iprange.ip_range_from_cidr` keeps the first and
 last address of a CIDR out because they are a subnet's network and broadcast
 addresses; the /124 is not a subnet (the on-link subnet is the /64, whose
 subnet-router anycast address is ``<prefix>::``) and IPv6 has no broadcast,
@@ -22,8 +22,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.iprange import IPRange
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.toolkit.iprange import IPRange
 
 from .constants import PLUGIN
 

@@ -15,7 +15,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import (
     MISSING,
     Emulator,
@@ -28,6 +27,7 @@ from dranet_cloud.testing import (
     split_path,
     tree_lookup,
 )
+from dranet_cloud.toolkit.errors import ConfigError
 
 from .constants import ENDPOINT_ENV, PLUGIN, TOKEN_HEADER, TOKEN_PATH, TOKEN_TTL_HEADER
 

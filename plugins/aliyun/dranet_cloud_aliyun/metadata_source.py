@@ -22,11 +22,11 @@ import re
 import time
 from collections.abc import Mapping
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
-from dranet_cloud.logsafe import safe
-from dranet_cloud.metadata import (
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.hwaddr import entry_mac, warn_no_usable_nic
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.toolkit.metadata import (
     Endpoint,
     MetadataClient,
     MetadataError,

@@ -6,7 +6,7 @@ asked to share) gets one IPv6 address from the eflo /124 of its parent's
 claims agree.  The owner is ``(aliyun, device, claim)``: a kubelet retry of
 the same claim gets the same address, and release frees by owner whatever
 the config still says.  The claim rules (Unnumbered, DHCP, static
-addresses) are the core's :mod:`dranet_cloud.subinterface`; a NIC without a
+addresses) are the core's :mod:`dranet_cloud.providers.subinterface`; a NIC without a
 global /64 is a configuration problem (400), not a conflict.
 """
 
@@ -15,18 +15,18 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from dranet_cloud.claims import ClaimReference
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProfileDenied
+from dranet_cloud.contract.context import ProviderContext
 from dranet_cloud.ipam import Owner
-from dranet_cloud.iprange import IPRange
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig
-from dranet_cloud.nic import resolve_nic
-from dranet_cloud.subinterface import (
+from dranet_cloud.node.nic import resolve_nic
+from dranet_cloud.providers.subinterface import (
     release_subinterface,
     subinterface_owner,
     subinterface_profile,
 )
+from dranet_cloud.toolkit.errors import ProfileDenied
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig
 
 from .constants import PLUGIN
 from .eflo import eflo_block, eflo_range, nic_prefix

@@ -34,15 +34,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import (
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import LocalNic, resolve_nic
+from dranet_cloud.wire.models import (
     DeviceIdentifiers,
     InterfaceConfig,
     NetworkConfig,
     RouteConfig,
     RuleConfig,
 )
-from dranet_cloud.nic import LocalNic, resolve_nic
 
 from .constants import LACP_MODE, PLUGIN
 from .eflo import nic_prefix

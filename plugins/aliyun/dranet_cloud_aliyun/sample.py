@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 
 from .constants import DMI_PRODUCT_NAME

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
 
-from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import normalize_mac
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.contract.context import InstanceSnapshot
+from dranet_cloud.toolkit.hwaddr import normalize_mac
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 from .constants import PLUGIN
 

@@ -14,7 +14,7 @@ import pytest
 from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.emulator import EcsMetadataHandler
 
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures

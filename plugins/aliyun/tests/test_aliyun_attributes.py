@@ -16,13 +16,13 @@ from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.attributes import is_erdma
 from dranet_cloud_aliyun.snapshot import AliyunInstance
 
-from dranet_cloud.attributes import attribute_name_problem, attribute_value_problem
 from dranet_cloud.cli.main import main as cli_main
-from dranet_cloud.context import ProviderContext, SampleHost
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.contract.context import ProviderContext, SampleHost
+from dranet_cloud.host.attribute_limits import attribute_name_problem, attribute_value_problem
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator, HostRootBuilder
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 D = "alibaba.dra.net/"
 EXPECTED_ENI = {

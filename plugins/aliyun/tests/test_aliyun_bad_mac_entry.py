@@ -15,10 +15,10 @@ import pytest
 from dranet_cloud_aliyun.attributes import INSTANCE_TYPE, NETWORK_INTERFACE_ID
 from dranet_cloud_aliyun.emulator import build_emulator, default_tree
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.errors import DranetCloudError
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 from dranet_cloud.testing.cli import describe_in_process
+from dranet_cloud.toolkit.errors import DranetCloudError
 
 BAD = "zz:00:16:3e:2c:8a:10"
 

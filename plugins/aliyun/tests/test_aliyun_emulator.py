@@ -12,8 +12,8 @@ import pytest
 from dranet_cloud_aliyun.constants import ENDPOINT_ENV, TOKEN_HEADER, TOKEN_TTL_HEADER
 from dranet_cloud_aliyun.emulator import EcsMetadataHandler, build_emulator, default_tree
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ConfigError
 
 TOKEN = "/latest/api/token"
 MACS = "/latest/meta-data/network/interfaces/macs/"

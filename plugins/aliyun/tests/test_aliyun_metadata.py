@@ -13,12 +13,12 @@ from dranet_cloud_aliyun.emulator import EcsMetadataHandler, build_emulator
 from dranet_cloud_aliyun.metadata_source import endpoint_from, load_from, open_client
 from dranet_cloud_aliyun.snapshot import AliyunInstance
 
-from dranet_cloud.context import ProviderContext, SampleHost
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderContext, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator, LoggedRequest, Response
+from dranet_cloud.toolkit.errors import ProviderUnavailable
 
 PRIMARY = "00:16:3e:2c:8a:10"
 RDMA0 = "00:16:3e:2c:8a:11"

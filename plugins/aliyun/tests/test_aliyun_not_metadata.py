@@ -10,9 +10,9 @@ from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.emulator import build_emulator, default_tree
 
 from dranet_cloud.cli.main import main as cli_main
-from dranet_cloud.context import ProviderContext, SampleHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.metadata import MetadataNotADocument
+from dranet_cloud.contract.context import ProviderContext, SampleHost
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.toolkit.metadata import MetadataNotADocument
 
 
 def _describe(

@@ -18,13 +18,13 @@ from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.eflo import eflo_block, eflo_range, nic_prefix
 
 from dranet_cloud.cli.main import main as cli_main
-from dranet_cloud.context import ProviderContext, SampleHost
-from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderContext, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore, SqliteStore
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator, HostRootBuilder
+from dranet_cloud.toolkit.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 BOND_BLOCK = ipaddress.IPv6Network("2408:4005:3cf:7e20:0:f:0:c00/124")
 BOND = DeviceIdentifiers(name="bond0", mac_address="00:16:3e:5d:01:a0")

@@ -9,13 +9,13 @@ from dranet_cloud_aliyun import plugin
 from dranet_cloud_aliyun.routing import TABLE_BASE, route_table_for
 from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic
 
-from dranet_cloud.context import ProviderContext, SampleHost
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.nic import resolve_nic
+from dranet_cloud.contract.context import ProviderContext, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.host.validation import validate_network_config
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import resolve_nic
 from dranet_cloud.testing import Emulator, HostRootBuilder
-from dranet_cloud.validation import validate_network_config
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 RDMA0 = "00:16:3e:2c:8a:11"
 StartHost = Callable[[Path, dict[str, str]], ProviderHost]

@@ -6,7 +6,7 @@ import pytest
 from dranet_cloud_aliyun.metadata_source import parse_mac_listing
 from dranet_cloud_aliyun.snapshot import AliyunInstance, AliyunNic, parse_address_list
 
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ only describes it.
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
-from dranet_cloud.nic import LocalNic, resolve_nic
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.node.nic import LocalNic, resolve_nic
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from . import efa
 from .snapshot import AwsInstance, Eni

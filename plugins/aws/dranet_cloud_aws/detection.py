@@ -11,7 +11,7 @@ without network in milliseconds:
 
 Confirmation is one token PUT and one GET of the instance identity document
 (DRANET's ``OnAWS`` in pkg/cloudprovider/aws/aws.go reads the same
-document), under the rule of :func:`dranet_cloud.detection.confirm_probe`:
+document), under the rule of :func:`dranet_cloud.contract.confirm.confirm_probe`:
 no answer raises, an answer that is not EC2's (a 404, a refused token
 without ``aws.allow_imdsv1``, a document without an ``i-`` instance id) is
 ``None``.
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.logsafe import safe
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.logsafe import safe
 
 from .metadata_source import DOCUMENT_PATH, open_client
 from .snapshot import PLUGIN

@@ -39,7 +39,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.node.hostroot import HostRoot
 
 EFA_DRIVER = "efa"
 GROUP_DOMAIN = "resource.aws.com"

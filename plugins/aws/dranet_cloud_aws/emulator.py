@@ -38,8 +38,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.hwaddr import normalize_mac
 from dranet_cloud.testing import (
     MISSING,
     Emulator,
@@ -52,6 +50,8 @@ from dranet_cloud.testing import (
     tree_lookup,
 )
 from dranet_cloud.testing.fixtures import load_fixture_json
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.hwaddr import normalize_mac
 
 from .metadata_source import (
     ENDPOINT_ENV,

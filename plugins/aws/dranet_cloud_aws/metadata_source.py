@@ -1,7 +1,7 @@
 """Talking to the EC2 instance metadata service (IMDS): endpoint, session, loading.
 
 IMDSv2 is always used: one ``PUT /latest/api/token`` gives a session token
-with a TTL that every GET carries; :class:`~dranet_cloud.metadata.MetadataClient`
+with a TTL that every GET carries; :class:`~dranet_cloud.toolkit.metadata.MetadataClient`
 reuses it, refreshes it before it expires and once on a 401, and never logs
 it.  IMDSv1 (plain GETs) is used only when the operator sets
 ``aws.allow_imdsv1=true`` *and* the server refuses to issue tokens (403, 404
@@ -38,10 +38,10 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.logsafe import safe
-from dranet_cloud.metadata import (
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.toolkit.metadata import (
     Endpoint,
     MetadataClient,
     MetadataError,
@@ -176,7 +176,7 @@ class ImdsSession:
         """The server refused a token: switch to IMDSv1 if allowed, else explain."""
         if not self.allow_v1:
             # A MetadataError (a ProviderUnavailable): the server answered, so
-            # detection reads it as "not this cloud" (dranet_cloud.detection).
+            # detection reads it as "not this cloud" (dranet_cloud.host.detection).
             raise MetadataError(
                 f"aws: the metadata server ({self.endpoint.describe()}) refused to issue an IMDSv2 "
                 f"session token (HTTP {exc.status} to PUT {TOKEN_PATH}); enable IMDSv2 on the "

@@ -21,7 +21,7 @@ MAC, else PCI address, else name), so a kubelet retry of
 the same claim gets the same addresses and release frees by owner.  The
 claim rules (IPVLAN only, nothing for Unnumbered or DHCP claims, static
 addresses reserved and echoed as written) are the core's
-:mod:`dranet_cloud.subinterface`; this module supplies the ENI's ranges, the
+:mod:`dranet_cloud.providers.subinterface`; this module supplies the ENI's ranges, the
 static-address check and the several-runs-per-family allocation.
 """
 
@@ -31,13 +31,13 @@ import ipaddress
 import logging
 from collections.abc import Sequence
 
-from dranet_cloud.claims import ClaimReference
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.errors import ProfileDenied, RangeExhausted
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.ipam import IpamStore, Owner
-from dranet_cloud.iprange import IPRange
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.subinterface import release_subinterface, subinterface_profile
+from dranet_cloud.providers.subinterface import release_subinterface, subinterface_profile
+from dranet_cloud.toolkit.errors import ProfileDenied, RangeExhausted
+from dranet_cloud.toolkit.iprange import IPRange
+from dranet_cloud.wire.claims import ClaimReference
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 from .snapshot import PLUGIN, AwsInstance, Eni
 

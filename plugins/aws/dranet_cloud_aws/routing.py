@@ -45,7 +45,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from dranet_cloud.models import InterfaceConfig, NetworkConfig, RouteConfig, RuleConfig
+from dranet_cloud.wire.models import InterfaceConfig, NetworkConfig, RouteConfig, RuleConfig
 
 from .snapshot import Eni
 

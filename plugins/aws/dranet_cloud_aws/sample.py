@@ -24,7 +24,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 
 from . import efa

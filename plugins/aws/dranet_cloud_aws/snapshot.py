@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, normalize_mac, warn_no_usable_nic
+from dranet_cloud.contract.context import InstanceSnapshot
+from dranet_cloud.toolkit.hwaddr import entry_mac, normalize_mac, warn_no_usable_nic
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from dranet_cloud_aws import plugin
 from dranet_cloud_aws.emulator import load_fixture
 from dranet_cloud_aws.snapshot import ENI_KEYS, PLACEMENT_KEYS, AwsInstance
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.contract.context import SampleHost
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import render_leaf
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 kit = PluginFixtures(plugin)
 aws_tree = kit.document("aws_tree", load_fixture(None))

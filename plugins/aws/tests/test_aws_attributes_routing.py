@@ -18,10 +18,10 @@ from dranet_cloud_aws.routing import (
 from dranet_cloud_aws.sample import P5_EFA_INTERFACES, P5_EFA_ONLY
 from dranet_cloud_aws.snapshot import AwsInstance, Eni
 
-from dranet_cloud.attributes import attribute_name_problem, attribute_value_problem
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.validation import validate_network_config
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.host.attribute_limits import attribute_name_problem, attribute_value_problem
+from dranet_cloud.host.validation import validate_network_config
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 D = "aws.dra.net/"
 

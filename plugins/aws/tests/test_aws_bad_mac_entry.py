@@ -12,7 +12,7 @@ from typing import Any
 from dranet_cloud_aws.emulator import build_emulator
 from dranet_cloud_aws.snapshot import listed_macs
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "deadbeef-cafe"

@@ -15,7 +15,7 @@ import botocore.utils as botocore_utils  # type: ignore[import-untyped]
 import pytest
 from dranet_cloud_aws.metadata_source import load_instance
 
-from dranet_cloud.context import ProviderContext
+from dranet_cloud.contract.context import ProviderContext
 from dranet_cloud.testing import Emulator
 
 TOKEN_HEADER = "X-aws-ec2-metadata-token"

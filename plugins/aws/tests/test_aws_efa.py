@@ -15,12 +15,12 @@ from dranet_cloud_aws.emulator import build_emulator
 from dranet_cloud_aws.sample import TRN2_CARD1_ENA, build_sample_host
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import ProviderOptions, SampleHost
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderOptions, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator, HostRootBuilder
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 # lookup/neuron/trn2.json of aws-neuron/connected-device-maps-over-efa-for-neuron
 # at 2eb56e4, as published (Neuron device ID -> EFA BDF): a second copy, so a

@@ -14,13 +14,13 @@ import pytest
 from dranet_cloud_aws.emulator import build_emulator, imds_tree
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import SampleHost
-from dranet_cloud.errors import ProfileDenied
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import open_store
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
 from dranet_cloud.testing import Emulator, HostRootBuilder
 from dranet_cloud.testing.environ import isolated_environ
+from dranet_cloud.toolkit.errors import ProfileDenied
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]
 TOKEN_HEADER = "X-aws-ec2-metadata-token"

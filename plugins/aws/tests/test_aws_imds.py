@@ -14,9 +14,9 @@ from dranet_cloud_aws.emulator import build_emulator, imds_tree
 from dranet_cloud_aws.metadata_source import ImdsSession, load_instance
 from dranet_cloud_aws.snapshot import ENI_KEYS, PLACEMENT_KEYS
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ProviderUnavailable
 
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"

@@ -7,7 +7,7 @@ import json
 import pytest
 from dranet_cloud_aws.metadata_source import DOCUMENT_PATH, _document
 
-from dranet_cloud.metadata import MetadataNotADocument
+from dranet_cloud.toolkit.metadata import MetadataNotADocument
 
 GOOD = {"instanceType": "p5.48xlarge", "region": "us-east-2", "availabilityZone": "us-east-2a"}
 

@@ -9,10 +9,10 @@ from dranet_cloud_aws.detection import local_evidence
 from dranet_cloud_aws.metadata_source import endpoint_from
 from dranet_cloud_aws.snapshot import AwsInstance, Eni, parse_listing, split_lines
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.metadata import Endpoint
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.toolkit.metadata import Endpoint
 
 # --- parsing ----------------------------------------------------------------------
 

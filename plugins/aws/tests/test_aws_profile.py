@@ -10,11 +10,11 @@ import pytest
 from dranet_cloud_aws.profile import address_runs, profile_config, release_profile_config
 from dranet_cloud_aws.snapshot import AwsInstance
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.contract.context import ProviderContext
 from dranet_cloud.ipam import MemoryStore, Owner
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.nic import described_nic
+from dranet_cloud.node.nic import described_nic
+from dranet_cloud.toolkit.errors import AddressConflict, ProfileDenied, RangeExhausted
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 PREFIX_ENI = DeviceIdentifiers(name="ens6", mac_address="0e:5c:1a:2b:3c:02")
 SECONDARY_ENI = DeviceIdentifiers(name="enp48s0", mac_address="0e:5c:1a:2b:3c:03")

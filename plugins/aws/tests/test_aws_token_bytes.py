@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing.environ import isolated_environ
 
 EXE = [sys.executable, "-m", "dranet_cloud.cli.main"]

@@ -20,8 +20,8 @@ which would strand their synthetic NIC if moved alone.
 
 from __future__ import annotations
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from .constants import (
     ACCELERATED_NETWORKING,

@@ -6,14 +6,14 @@ everything.  Confirmation is DRANET's own probe, ``GET
 answer that is not IMDS's listing of ``compute``/``network`` is "something
 else" (``None``), no answer at all is ``ProviderUnavailable`` from the
 client, naming the endpoint and the override variable: the rule of
-:func:`dranet_cloud.detection.confirm_probe`.
+:func:`dranet_cloud.contract.confirm.confirm_probe`.
 """
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.logsafe import safe
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.logsafe import safe
 
 from .constants import API_VERSION, DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
 from .metadata_source import open_client

@@ -28,7 +28,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import (
     MISSING,
     Emulator,
@@ -40,6 +39,7 @@ from dranet_cloud.testing import (
     tree_lookup,
 )
 from dranet_cloud.testing.fixtures import load_fixture_json
+from dranet_cloud.toolkit.errors import ConfigError
 
 from .constants import API_VERSION, ENDPOINT_ENV, INSTANCE_PATH, METADATA_HEADER, PLUGIN
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.metadata import Endpoint, MetadataClient, resolve_endpoint
 
 from .constants import (
     API_VERSION,

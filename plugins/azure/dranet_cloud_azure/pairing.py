@@ -22,10 +22,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.hwaddr import link_address
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.nic import LocalNic, resolve_nic
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.node.nic import LocalNic, resolve_nic
+from dranet_cloud.toolkit.hwaddr import link_address
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 from .constants import NETVSC_DRIVER
 

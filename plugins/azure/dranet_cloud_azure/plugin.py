@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-from dranet_cloud.hookspecs import Emulator, hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers, NetworkConfig
-from dranet_cloud.settings import Setting
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.contract.hookspecs import Emulator, hookimpl
+from dranet_cloud.contract.settings import Setting
+from dranet_cloud.wire.models import AttributeMap, DeviceIdentifiers, NetworkConfig
 
 from . import attributes, constants, detection, metadata_source, profile, routing
 from .snapshot import AzureInstance

@@ -38,18 +38,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError, ProfileDenied, ProviderUnavailable
-from dranet_cloud.hwaddr import IPOIB_SIZE, HardwareAddr, parse_bare_hex, parse_hwaddr
-from dranet_cloud.logsafe import safe
-from dranet_cloud.models import (
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.node.nic import resolve_nic
+from dranet_cloud.toolkit.errors import ConfigError, ProfileDenied, ProviderUnavailable
+from dranet_cloud.toolkit.hwaddr import IPOIB_SIZE, HardwareAddr, parse_bare_hex, parse_hwaddr
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.wire.models import (
     TYPE_IPVLAN,
     TYPE_PASSTHROUGH,
     DeviceIdentifiers,
     InterfaceConfig,
     NetworkConfig,
 )
-from dranet_cloud.nic import resolve_nic
 
 from .constants import PLUGIN
 from .kvp import DEFAULT_POOL_PATH, KvpPoolError, decode_pool, read_pool

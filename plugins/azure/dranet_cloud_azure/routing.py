@@ -26,8 +26,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig
+from dranet_cloud.node.hostroot import HostRoot
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig
 
 from .constants import PLUGIN, ROUTE_TABLE_BASE
 from .pairing import Role, resolve

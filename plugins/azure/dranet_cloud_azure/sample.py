@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.hwaddr import format_bare_hex, parse_hwaddr
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.toolkit.hwaddr import format_bare_hex, parse_hwaddr
 
 from .constants import DMI_CHASSIS_ASSET_TAG, NETVSC_DRIVER
 from .kvp import DEFAULT_POOL_PATH, encode_pool

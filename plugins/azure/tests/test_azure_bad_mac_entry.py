@@ -13,7 +13,7 @@ from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.sample import ETH0
 from dranet_cloud_azure.snapshot import parse_instance
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "000D3AZZ2B1D"

@@ -17,11 +17,11 @@ from typing import Any
 from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.sample import ETH0, IB_NICS, VF
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.models import NetworkConfig
+from dranet_cloud.contract.context import SampleHost
+from dranet_cloud.host.validation import validate_network_config
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.cli import describe_json, emulate_process, run_cli
-from dranet_cloud.validation import validate_network_config
+from dranet_cloud.wire.models import NetworkConfig
 
 D = "azure.dra.net/"
 

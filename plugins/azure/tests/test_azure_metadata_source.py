@@ -14,11 +14,11 @@ from dranet_cloud_azure.emulator import build_emulator
 from dranet_cloud_azure.metadata_source import load_instance
 from dranet_cloud_azure.snapshot import parse_instance
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.metadata import MetadataUnavailable
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
+from dranet_cloud.toolkit.metadata import MetadataUnavailable
 
 V = "2025-11-11"
 H = {"Metadata": "true"}

@@ -28,15 +28,15 @@ from dranet_cloud_azure.profile import (
 )
 from dranet_cloud_azure.sample import ETH0, IB_ADDRESSES, IB_NICS, kvp_records
 
-from dranet_cloud.context import ProviderOptions, SampleHost
-from dranet_cloud.errors import ConfigError
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hwaddr import parse_hwaddr
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.nic import dra_pci_name
+from dranet_cloud.contract.context import ProviderOptions, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.node.nic import dra_pci_name
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.cli import describe_json, run_cli
 from dranet_cloud.testing.dranet_wire import resource_claim, served_on_unix_socket
+from dranet_cloud.toolkit.errors import ConfigError
+from dranet_cloud.toolkit.hwaddr import parse_hwaddr
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 REREAD = 0.05  # seconds; the tests wait a little longer before expecting a fresh read
 UID = "0f6c2b1e-3d4a-4b5c-8d6e-7f8091a2b3c4"

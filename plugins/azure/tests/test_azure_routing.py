@@ -20,10 +20,10 @@ from dranet_cloud_azure.pairing import Role, resolve
 from dranet_cloud_azure.routing import device_config, subnet_gateway
 from dranet_cloud_azure.snapshot import AzureInstance, AzureSubnet, parse_instance
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.host.validation import validate_network_config
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import HostRootBuilder
-from dranet_cloud.validation import validate_network_config
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 GW6 = "fe80::1234:5678:9abc"
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
-from dranet_cloud.nic import resolve_nic
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.node.nic import resolve_nic
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from .labels import (
     IB_NAME_PREFIX,

@@ -12,9 +12,9 @@ modules, which auto-detection must not pay to import on every node.
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.contract.hookspecs import CONFIGURED_EVIDENCE
 
 from .labels import CKS_CLUSTER_LABEL, PLUGIN
 from .metadata_source import endpoint_from
@@ -28,7 +28,7 @@ def local_evidence(context: ProviderContext) -> str | None:
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """One fresh read of the Node, bounded by ``timeout``: CKS when the label is set.
 
-    Under the rule of :func:`dranet_cloud.detection.confirm_probe`: no answer
+    Under the rule of :func:`dranet_cloud.contract.confirm.confirm_probe`: no answer
     from the API raises (the core's Node reader, naming the fix); a Node
     without the label is a Kubernetes node elsewhere, logged at INFO (every
     node of every cluster has this configuration, so it is no warning) and

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing.emulator import Emulator
 from dranet_cloud.testing.fixtures import load_fixture_json
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.errors import ConfigError
 
 DEFAULT_FIXTURE = "b200-node.json"
 

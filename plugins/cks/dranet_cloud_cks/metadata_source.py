@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ProviderUnavailable
 
 from .labels import CKS_CLUSTER_LABEL, PLUGIN, is_cks, relevant
 from .snapshot import CksInstance, rdma_devices_by_pci

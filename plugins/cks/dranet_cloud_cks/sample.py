@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 
 from .emulator import load_fixture

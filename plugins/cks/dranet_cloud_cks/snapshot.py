@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.snapshot import InstanceSnapshot
+from dranet_cloud.contract.snapshot import InstanceSnapshot
+from dranet_cloud.node.hostroot import HostRoot
 
 from .labels import normalize_pci
 

@@ -17,13 +17,13 @@ from dranet_cloud_cks.sample import BACKEND_HCAS, FRONTEND, IB_ONLY_HCA
 from dranet_cloud_cks.snapshot import CksInstance
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
-from dranet_cloud.errors import ConfigError, ProviderInitError
-from dranet_cloud.host import ProviderHost
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator, HostRootBuilder
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
+from dranet_cloud.toolkit.errors import ConfigError, ProviderInitError
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 D = "coreweave.dra.net/"
 FIXTURE = Path(__file__).parents[1] / "dranet_cloud_cks" / "fixtures" / DEFAULT_FIXTURE
@@ -166,11 +166,11 @@ def test_a_non_cks_node_in_a_cluster_logs_no_warning_at_detection(
     labels = {k: v for k, v in LABELS.items() if k != L.CKS_CLUSTER_LABEL}
     kube = KubernetesEmulator(env={"NODE_NAME": "g5a2f1c"})
     kube.put({**NODE, "metadata": {**NODE["metadata"], "labels": labels}})
-    with kube, caplog.at_level(logging.INFO, logger="dranet_cloud.detection"):
+    with kube, caplog.at_level(logging.INFO, logger="dranet_cloud.host.detection"):
         auto = host_for(cks_sample, kube.emulator.env, hint="")
         auto.close()
     assert auto.cloud is None
-    records = [r for r in caplog.records if r.name == "dranet_cloud.detection"]
+    records = [r for r in caplog.records if r.name == "dranet_cloud.host.detection"]
     assert records and "cks" in records[0].getMessage(), "still said at INFO"
     assert all(r.levelno < logging.WARNING for r in records), [r.getMessage() for r in records]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from dranet_cloud.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
+from dranet_cloud.wire.models import AttributeMap, DeviceAttribute, DeviceIdentifiers
 
 from .snapshot import GceInstance
 

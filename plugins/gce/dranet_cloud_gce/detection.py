@@ -6,7 +6,7 @@ BIOS vendor and the ``GoogleCloud-`` serial count as well.  Nothing here
 touches the network or imports more than the standard library until
 :func:`confirm` runs.
 
-Confirmation follows the rule of :func:`dranet_cloud.detection.confirm_probe`:
+Confirmation follows the rule of :func:`dranet_cloud.contract.confirm.confirm_probe`:
 a server that does not answer raises ``ProviderUnavailable``; one that
 answers without ``Metadata-Flavor: Google`` raises ``MetadataSpoofed`` (the
 reason then reads in the detection result); one that carries the header but
@@ -15,8 +15,8 @@ lists no ``instance/`` is some other server (``None``).
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
 
 from .metadata_source import BASE_PATH, FLAVOR_HEADER, FLAVOR_VALUE, open_client
 from .snapshot import PLUGIN

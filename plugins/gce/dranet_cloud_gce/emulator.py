@@ -31,9 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import Emulator, Request, Response, render_leaf
 from dranet_cloud.testing.fixtures import load_fixture_json
+from dranet_cloud.toolkit.errors import ConfigError
 
 from .metadata_source import ENDPOINT_ENV, FLAVOR_HEADER, FLAVOR_VALUE, HOST_ENV
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import logging
 
-from dranet_cloud.claims import ClaimReference
-from dranet_cloud.context import InstanceSnapshot, ProviderContext
-from dranet_cloud.errors import ProfileDenied
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.ipam import Owner
-from dranet_cloud.iprange import IPRange, ip_range_from_cidr, marker_range
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
-from dranet_cloud.subinterface import (
+from dranet_cloud.providers.subinterface import (
     release_subinterface,
     subinterface_owner,
     subinterface_profile,
 )
+from dranet_cloud.toolkit.errors import ProfileDenied
+from dranet_cloud.toolkit.iprange import IPRange, ip_range_from_cidr, marker_range
+from dranet_cloud.wire.claims import ClaimReference
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 from .snapshot import PLUGIN, GceInstance, GceNic
 

@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from dranet_cloud.models import (
-    InterfaceConfig,
-    NeighborConfig,
-    NetworkConfig,
-    RouteConfig,
-)
+from dranet_cloud.wire.models import InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig
 
 from .snapshot import GceNic
 

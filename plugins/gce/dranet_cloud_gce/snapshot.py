@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.shapes import require_shape
+from dranet_cloud.contract.context import InstanceSnapshot
+from dranet_cloud.toolkit.hwaddr import entry_mac, warn_no_usable_nic
+from dranet_cloud.toolkit.value_checks import require_shape
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 from .machines import gpudirect_for
 

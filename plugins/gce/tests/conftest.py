@@ -11,8 +11,8 @@ from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import load_fixture
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
-from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 kit = PluginFixtures(plugin)
 gce_tree = kit.document("gce_tree", load_fixture(None))

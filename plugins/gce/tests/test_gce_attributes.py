@@ -10,8 +10,8 @@ from dranet_cloud_gce import plugin
 from dranet_cloud_gce.attributes import join_within
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
-from dranet_cloud.attributes import attribute_name_problem, validate_attributes
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.host.attribute_limits import attribute_name_problem, validate_attributes
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 
 def _values(attrs: dict[str, Any]) -> dict[str, Any]:

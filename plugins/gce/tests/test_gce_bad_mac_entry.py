@@ -12,7 +12,7 @@ from dranet_cloud_gce.attributes import ATTR_MACHINE_TYPE, ATTR_NETWORK_NAME
 from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud_gce.snapshot import parse_instance
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
 
 BAD = "rekharoy:3f:d2:b3:0b:0c"

@@ -15,7 +15,7 @@ import pytest
 from dranet_cloud_gce.emulator import build_emulator
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.dranet_wire import go_shape_problems
 from dranet_cloud.testing.environ import isolated_environ

@@ -9,7 +9,7 @@ from dranet_cloud_gce import plugin
 from dranet_cloud_gce.routing import SCOPE_LINK, gce_mac_for_ipv4
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 
 def _config(inst: GceInstance, device: DeviceIdentifiers) -> NetworkConfig | None:

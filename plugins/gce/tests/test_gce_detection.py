@@ -8,8 +8,8 @@ import pytest
 from dranet_cloud_gce import plugin
 from dranet_cloud_gce.emulator import load_fixture
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import HostRootBuilder
 
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from dranet_cloud_gce.emulator import build_emulator, camel, kebab
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ConfigError
 
 FLAVOR = {"Metadata-Flavor": "Google"}
 

@@ -16,16 +16,16 @@ import httpx
 import pytest
 from dranet_cloud_gce import plugin
 
-from dranet_cloud.context import ProviderOptions
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import ProviderOptions
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.models import DeviceIdentifiers
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.dranet_wire import (
     get_profile_config,
     resource_claim,
     served_on_unix_socket,
 )
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 UID = "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 

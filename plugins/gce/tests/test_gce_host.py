@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from dranet_cloud_gce.emulator import build_emulator
 
-from dranet_cloud.context import ProviderOptions, SampleHost
-from dranet_cloud.errors import ProviderInitError
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import ProviderOptions, SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import NetworkConfig
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ProviderInitError
+from dranet_cloud.wire.models import NetworkConfig
 
 RECURSIVE = {"recursive": ["true"], "alt": ["json"]}
 
@@ -165,7 +165,7 @@ def test_hot_attached_nic_triggers_one_refresh(
 
     from dranet_cloud_gce.emulator import load_fixture
 
-    from dranet_cloud.models import DeviceIdentifiers
+    from dranet_cloud.wire.models import DeviceIdentifiers
 
     tree = load_fixture(None)
     nics = tree["instance"]["networkInterfaces"]

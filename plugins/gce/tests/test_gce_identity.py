@@ -14,10 +14,10 @@ import pytest
 from dranet_cloud_gce.sample import PRIMARY_PCI
 
 from dranet_cloud.cli.main import main
-from dranet_cloud.context import SampleHost
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.contract.context import SampleHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import SqliteStore
-from dranet_cloud.nic import dra_pci_name
+from dranet_cloud.node.nic import dra_pci_name
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.testing import Emulator
 

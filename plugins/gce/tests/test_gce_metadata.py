@@ -11,10 +11,10 @@ from dranet_cloud_gce.emulator import build_emulator
 from dranet_cloud_gce.metadata_source import DEFAULT_ENDPOINT, endpoint_from
 from dranet_cloud_gce.snapshot import GceInstance
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.metadata import MetadataSpoofed
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
 from dranet_cloud.testing import Emulator, Response
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.metadata import MetadataSpoofed
 
 
 def _ctx(env: dict[str, str]) -> ProviderContext:

@@ -8,7 +8,7 @@ import pytest
 from dranet_cloud_gce.machines import gpudirect_for
 from dranet_cloud_gce.snapshot import parse_instance, parse_network, split_topology
 
-from dranet_cloud.models import DeviceIdentifiers
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 
 def test_default_fixture_instance_fields(gce_tree: dict[str, Any]) -> None:

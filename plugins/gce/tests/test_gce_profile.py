@@ -10,12 +10,12 @@ from dranet_cloud_gce import plugin
 from dranet_cloud_gce.profile import SUBINTERFACE_MARKER
 from dranet_cloud_gce.snapshot import GceInstance, parse_instance
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import AddressConflict, ProfileDenied
+from dranet_cloud.contract.context import ProviderContext
 from dranet_cloud.ipam import Owner
-from dranet_cloud.iprange import ip_range_from_cidr, marker_range
-from dranet_cloud.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
-from dranet_cloud.nic import described_nic
+from dranet_cloud.node.nic import described_nic
+from dranet_cloud.toolkit.errors import AddressConflict, ProfileDenied
+from dranet_cloud.toolkit.iprange import ip_range_from_cidr, marker_range
+from dranet_cloud.wire.models import DeviceIdentifiers, InterfaceConfig, NetworkConfig
 
 IPVLAN = NetworkConfig(profile="gce", interface=InterfaceConfig(type="IPVLAN"))
 

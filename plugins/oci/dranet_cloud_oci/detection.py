@@ -5,13 +5,13 @@ everything.  Confirmation is DRANET's probe, ``GET /opc/v2/instance/`` with
 ``Authorization: Bearer Oracle``; an answer that is not an instance document
 with an OCID is "something else" (``None``); no answer at all is
 ``ProviderUnavailable`` from the client, naming the endpoint and the
-override variable: the rule of :func:`dranet_cloud.detection.confirm_probe`.
+override variable: the rule of :func:`dranet_cloud.contract.confirm.confirm_probe`.
 """
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
 
 from .constants import DMI_CHASSIS_ASSET_TAG, INSTANCE_PATH, PLUGIN
 from .metadata_source import open_client

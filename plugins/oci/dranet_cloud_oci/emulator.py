@@ -23,7 +23,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dranet_cloud.errors import ConfigError
 from dranet_cloud.testing import (
     MISSING,
     Emulator,
@@ -34,6 +33,7 @@ from dranet_cloud.testing import (
     tree_lookup,
 )
 from dranet_cloud.testing.fixtures import load_fixture_json
+from dranet_cloud.toolkit.errors import ConfigError
 
 from .constants import AUTH_HEADER, AUTH_VALUE, BASE_PATH, ENDPOINT_ENV, PLUGIN
 

@@ -17,9 +17,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ProviderUnavailable
-from dranet_cloud.metadata import Endpoint, MetadataClient, resolve_endpoint
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ProviderUnavailable
+from dranet_cloud.toolkit.metadata import Endpoint, MetadataClient, resolve_endpoint
 
 from .constants import (
     AUTH_HEADER,

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import InstanceSnapshot, ProviderContext, SampleHost
-from dranet_cloud.hookspecs import Emulator, hookimpl
-from dranet_cloud.models import AttributeMap, DeviceIdentifiers
+from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext, SampleHost
+from dranet_cloud.contract.hookspecs import Emulator, hookimpl
+from dranet_cloud.wire.models import AttributeMap, DeviceIdentifiers
 
 from . import attributes, constants, detection, metadata_source
 from .snapshot import OciInstance

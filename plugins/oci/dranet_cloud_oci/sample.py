@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 
 from .constants import DMI_CHASSIS_ASSET_TAG

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.hwaddr import entry_mac, warn_no_usable_nic
+from dranet_cloud.contract.context import InstanceSnapshot
+from dranet_cloud.toolkit.hwaddr import entry_mac, warn_no_usable_nic
 
 from .constants import HOST_PATH, OCID_SUFFIX_MAX, PLUGIN, TOPOLOGY_FIX
 

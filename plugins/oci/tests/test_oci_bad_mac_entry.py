@@ -30,10 +30,10 @@ from dranet_cloud_oci.constants import (
 from dranet_cloud_oci.emulator import build_emulator
 from dranet_cloud_oci.snapshot import parse_vnics
 
-from dranet_cloud.context import SampleHost
-from dranet_cloud.hwaddr import normalize_mac
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.testing.bad_mac import DescribeBadEntry, WithoutUsableNic
+from dranet_cloud.toolkit.hwaddr import normalize_mac
 
 BAD = "rekharoy:3f:d2:b3:0b:0c"
 

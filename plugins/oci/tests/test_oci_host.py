@@ -19,7 +19,7 @@ import pytest
 from dranet_cloud_oci.emulator import build_emulator
 from dranet_cloud_oci.sample import ETH0, RDMA_NICS
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import Emulator
 from dranet_cloud.testing.cli import describe_json, emulate_process, run_cli
 

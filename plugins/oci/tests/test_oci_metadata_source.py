@@ -10,10 +10,10 @@ from dranet_cloud_oci.detection import confirm, local_evidence
 from dranet_cloud_oci.emulator import build_emulator
 from dranet_cloud_oci.metadata_source import load_instance
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.hostroot import HostRoot
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import Emulator
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
 
 AUTH = {"Authorization": "Bearer Oracle"}
 

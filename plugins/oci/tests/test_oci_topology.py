@@ -11,10 +11,10 @@ import pytest
 from dranet_cloud_oci.attributes import device_attributes
 from dranet_cloud_oci.snapshot import OcidError, ocid_suffix, parse_instance
 
-from dranet_cloud.hostroot import HostRoot
-from dranet_cloud.models import DeviceIdentifiers
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.host.plugin_manager import PluginRegistry
+from dranet_cloud.node.hostroot import HostRoot
 from dranet_cloud.testing import HostRootBuilder
+from dranet_cloud.wire.models import DeviceIdentifiers
 
 D = "oke.dra.net/"
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.logsafe import safe
-from dranet_cloud.models import (
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.logsafe import safe
+from dranet_cloud.wire.models import (
     AttributeMap,
     DeviceAttribute,
     DeviceIdentifiers,

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import DranetCloudError, ProfileDenied
-from dranet_cloud.models import (
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import DranetCloudError, ProfileDenied
+from dranet_cloud.wire.models import (
     DeviceIdentifiers,
     NetworkConfig,
     describe_validation_error,

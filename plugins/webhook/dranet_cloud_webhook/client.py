@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from dranet_cloud.errors import ProfileDenied, ProviderUnavailable
-from dranet_cloud.httpdeadline import (
+from dranet_cloud.toolkit.errors import ProfileDenied, ProviderUnavailable
+from dranet_cloud.toolkit.httpdeadline import (
     BodyTooLarge,
     deadline_transport,
     describe_transport_error,
@@ -25,7 +25,7 @@ from dranet_cloud.httpdeadline import (
     read_capped,
     within,
 )
-from dranet_cloud.logsafe import safe
+from dranet_cloud.toolkit.logsafe import safe
 
 from .endpoint import PLUGIN, TlsSettings, WebhookEndpoint, build_ssl_context
 

@@ -7,7 +7,7 @@ no module of the plugin (none can import it back).
 
 from __future__ import annotations
 
-from dranet_cloud.context import ProviderContext
+from dranet_cloud.contract.context import ProviderContext
 
 PLUGIN = "webhook"
 

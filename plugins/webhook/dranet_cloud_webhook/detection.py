@@ -4,7 +4,7 @@ Local evidence is simply a configured URL (``--webhook-url`` or
 ``DRANET_CLOUD_WEBHOOK_URL``), found without any I/O: auto-detection calls
 it on every node start.
 Confirmation polls ``/health`` (see :mod:`.health`) for at most the probe
-timeout, under the core's rule (:func:`dranet_cloud.detection.confirm_probe`):
+timeout, under the core's rule (:func:`dranet_cloud.contract.confirm.confirm_probe`):
 a webhook that is not a BYODP webhook, or that does not offer the cloud
 role, is ``None`` with a log line saying why; nothing answering at all
 raises ``ProviderUnavailable`` (the host drops the webhook and goes on).
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.detection import NotThisCloud, confirm_probe
-from dranet_cloud.errors import ConfigError, ProviderUnavailable
-from dranet_cloud.hookspecs import CONFIGURED_EVIDENCE
-from dranet_cloud.models import Capabilities
+from dranet_cloud.contract.confirm import NotThisCloud, confirm_probe
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.contract.hookspecs import CONFIGURED_EVIDENCE
+from dranet_cloud.toolkit.errors import ConfigError, ProviderUnavailable
+from dranet_cloud.wire.models import Capabilities
 
 from .constants import PLUGIN, configured_url
 from .health import HealthError, wait_for_health
@@ -36,7 +36,7 @@ def local_evidence(context: ProviderContext) -> str | None:
 def confirm(context: ProviderContext, timeout: float) -> str | None:
     """Poll ``/health`` for at most ``timeout`` seconds; never fail detection otherwise.
 
-    Under the rule of :func:`dranet_cloud.detection.confirm_probe`: nothing
+    Under the rule of :func:`dranet_cloud.contract.confirm.confirm_probe`: nothing
     answering (or only 5xx) raises ``ProviderUnavailable`` (the host drops
     the webhook and goes on), as does a malformed URL; an answer that is not
     a BYODP webhook's is ``None``, logged at WARNING (the operator set the

@@ -14,8 +14,8 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ConfigError
 
 # The plugin name lives in the leaf .constants (local evidence must not import
 # ssl); re-exported here for the HTTP side.

@@ -16,7 +16,7 @@ import time
 import httpx
 from pydantic import ValidationError
 
-from dranet_cloud.models import Capabilities
+from dranet_cloud.wire.models import Capabilities
 
 from .client import WebhookAnswer, WebhookUnavailable, send, server_message
 from .endpoint import PLUGIN, WebhookEndpoint

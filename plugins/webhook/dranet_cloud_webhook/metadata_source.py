@@ -18,8 +18,8 @@ import logging
 
 import httpx
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import ConfigError
 
 from .client import pooled_client
 from .constants import PLUGIN, URL_ENV, configured_url

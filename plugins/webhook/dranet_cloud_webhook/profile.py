@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from dranet_cloud.claims import ClaimReference, resource_claim_document
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig, ProfileRequest
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.wire.claims import ClaimReference, resource_claim_document
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig, ProfileRequest
 
 from .calls import json_or_none, parse_network_config, post, serves
 from .client import WebhookUnavailable

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 from .calls import discover, parse_network_config
 from .endpoint import WebhookEndpoint

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dranet_cloud.context import SampleHost
+from dranet_cloud.contract.context import SampleHost
 from dranet_cloud.testing import HostRootBuilder
 
 # The NICs of the sample node: a bare-metal GPU server with a management NIC

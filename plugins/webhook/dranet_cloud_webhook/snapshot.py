@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dranet_cloud.context import InstanceSnapshot
-from dranet_cloud.models import Capabilities
+from dranet_cloud.contract.context import InstanceSnapshot
+from dranet_cloud.wire.models import Capabilities
 
 CLOUD_ROLE = "cloud"
 PROFILE_ROLE = "profile"

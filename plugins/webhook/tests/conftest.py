@@ -28,8 +28,8 @@ from dranet_cloud_webhook.example_server import (
     TlsServerFiles,
 )
 
-from dranet_cloud.context import ProviderContext, ProviderOptions, SampleHost
-from dranet_cloud.plugins import PluginRegistry
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions, SampleHost
+from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.plugin_fixtures import PluginFixtures
 

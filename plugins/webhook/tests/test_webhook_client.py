@@ -23,9 +23,9 @@ from dranet_cloud_webhook.health import (
 )
 from dranet_cloud_webhook.snapshot import WebhookInstance
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.errors import ProfileDenied, ProviderUnavailable
-from dranet_cloud.models import Capabilities, DeviceIdentifiers, NetworkConfig
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
+from dranet_cloud.toolkit.errors import ProfileDenied, ProviderUnavailable
+from dranet_cloud.wire.models import Capabilities, DeviceIdentifiers, NetworkConfig
 
 URL = "http://webhook.test:9000"
 DEVICE = DeviceIdentifiers(name="eth1", mac_address="42:01:c0:a8:01:02", pci_address="0000:00:05.0")

@@ -16,8 +16,8 @@ from dranet_cloud_webhook.endpoint import (
     tls_from_context,
 )
 
-from dranet_cloud.context import ProviderContext, ProviderOptions
-from dranet_cloud.errors import ConfigError
+from dranet_cloud.contract.context import ProviderContext, ProviderOptions
+from dranet_cloud.toolkit.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dranet_cloud.errors import ProfileDenied, ProviderInitError, ProviderUnavailable
-from dranet_cloud.host import ProviderHost
+from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import MemoryStore
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.toolkit.errors import ProfileDenied, ProviderInitError, ProviderUnavailable
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 IPVLAN = NetworkConfig.model_validate({"profile": "ipam", "interface": {"type": "IPVLAN"}})
 

@@ -16,10 +16,15 @@ from dranet_cloud_webhook.example_server import Behaviour, ExampleWebhook, TlsSe
 from dranet_cloud_webhook.health import HealthBadStatus, HealthInvalid, HealthNotJson
 from dranet_cloud_webhook.snapshot import WebhookInstance
 
-from dranet_cloud.claims import ClaimReference, PodReference
-from dranet_cloud.context import ProviderContext
-from dranet_cloud.errors import ConfigError, DranetCloudError, ProfileDenied, ProviderUnavailable
-from dranet_cloud.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.contract.context import ProviderContext
+from dranet_cloud.toolkit.errors import (
+    ConfigError,
+    DranetCloudError,
+    ProfileDenied,
+    ProviderUnavailable,
+)
+from dranet_cloud.wire.claims import ClaimReference, PodReference
+from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
 
 ETH1 = DeviceIdentifiers(name="eth1", mac_address="0c:42:a1:00:00:11", pci_address="0000:41:00.0")
 ETH2 = DeviceIdentifiers(name="eth2", mac_address="0c:42:a1:00:00:12")
