@@ -330,6 +330,22 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # an idle kept-alive connection is dropped after a minute
     server: _Server
 
+    def setup(self) -> None:
+        super().setup()  # the connection's timeout is set: a silent client ends here
+        self.handshake_failed = False
+        if isinstance(self.connection, ssl.SSLSocket):
+            # The TLS handshake runs in this connection's thread, not in accept():
+            # a client that connects and never speaks must not stall the server
+            # (accept, and so shutdown, waited on such a handshake forever).
+            try:
+                self.connection.do_handshake()
+            except OSError:  # a refused certificate, a plain-HTTP client, a timeout
+                self.handshake_failed = True
+
+    def handle(self) -> None:
+        if not self.handshake_failed:
+            super().handle()
+
     def do_GET(self) -> None:
         self._dispatch()
 
@@ -476,7 +492,9 @@ class ExampleServer:
                 if self.tls.client_ca:
                     ctx.verify_mode = ssl.CERT_REQUIRED
                     ctx.load_verify_locations(self.tls.client_ca)
-                server.socket = ctx.wrap_socket(server.socket, server_side=True)
+                server.socket = ctx.wrap_socket(
+                    server.socket, server_side=True, do_handshake_on_connect=False
+                )
         server.webhook = self.webhook
         self._server = server
         self._thread = threading.Thread(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -378,3 +380,27 @@ def test_https_failures_are_unavailable(
     with pytest.raises(ProviderUnavailable) as info:
         plugin.instance_properties(context_for(server.url, health_wait="0.3", **settings), 5.0)
     assert server.url in str(info.value)
+
+
+def test_a_client_that_never_starts_tls_stalls_neither_others_nor_shutdown(
+    serve: Any, context_for: Any, tls_files: Any
+) -> None:
+    """The handshake runs in the connection's own thread: a peer that connects and
+    says nothing (a port scanner, a stuck client) used to hold accept(), so the next
+    client waited and stop() never returned."""
+    server = serve(
+        tls=TlsServerFiles(str(tls_files.server_cert), str(tls_files.server_key), str(tls_files.ca))
+    )
+    host, port = server.url.removeprefix("https://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5):  # silent: no ClientHello
+        ctx = context_for(
+            server.url,
+            ca_bundle=str(tls_files.ca),
+            client_cert=str(tls_files.client_cert),
+            client_key=str(tls_files.client_key),
+        )
+        assert start(ctx).serving_roles() == {"cloud", "profile"}
+        done = threading.Event()
+        stopper = threading.Thread(target=lambda: (server.stop(), done.set()), daemon=True)
+        stopper.start()
+        assert done.wait(10), "stop() waited on the silent client's handshake"
