@@ -28,6 +28,7 @@ from dranet_cloud.cli.gc_flags import (
     removed_older_than,
 )
 from dranet_cloud.cli.helptext import add_command
+from dranet_cloud.host.assembly import build_host
 from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.ipam import resolve_db_path
 from dranet_cloud.ipam.cluster.reclaimer import Reclaimer, lease_namespace
@@ -353,8 +354,6 @@ def run(args: argparse.Namespace) -> int:
     args.ipam_watch = True  # cluster scope: the ranges' views are watches (host_config)
     args.ipam_watch_jitter_s = jitter.total_seconds() if jitter is not None else 0.0
     reclaimer: Any = None
-    from dranet_cloud.host.assembly import build_host
-
     try:
         host = build_host(host_config(args), check_selectors=False)  # the server checks them
         try:
@@ -393,7 +392,7 @@ def _api_check(args: argparse.Namespace) -> Any:
                 "--ipam-scope cluster or --gc-kubernetes"
             )
         return None
-    from dranet_cloud.server.api_health import ApiCheck
+    from dranet_cloud.server.api_health import ApiCheck  # the optional `server` extra
 
     return ApiCheck(cluster_scope=cluster, gc_kubernetes=gc, adopt=args.adopt_cluster)
 

@@ -19,6 +19,7 @@ from dranet_cloud.host.attribute_limits import value_count
 from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.host.provider_host import PROFILE_FROM_CLOUD, ProviderHost
 from dranet_cloud.ipam import IpamStore, open_store, resolve_db_path
+from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
 from dranet_cloud.node.nic import local_nics
 from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamConfig, LocalIpamPlugin
 from dranet_cloud.toolkit.errors import ConfigError
@@ -123,10 +124,6 @@ def ipam_factory(ipam: IpamConfig) -> Callable[[], IpamStore]:
                     ) from None
         if ipam.cluster is None:
             return open_store(ipam.db, memory=ipam.memory, create=ipam.create)
-        # Imported here: the Kubernetes client and the cluster allocator are
-        # cluster scope's alone, and every `describe` or `profile` builds a host.
-        from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
-
         node, kubeconfig = ipam.cluster
         store = open_cluster_ipam(
             path,

@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pluggy
 
 from dranet_cloud.contract import hookspecs
+from dranet_cloud.contract.settings import did_you_mean
 from dranet_cloud.toolkit.errors import ConfigError, PluginError, UnknownHookError
 
 log = logging.getLogger(__name__)
@@ -32,38 +34,17 @@ ROLE_HOOKS = {
 }
 
 
+@dataclass(frozen=True)
 class PluginInfo:
     """An installed plugin as ``dranet-cloud plugins`` lists it."""
 
-    __slots__ = ("distribution", "name", "roles", "version")
-
-    def __init__(self, name: str, distribution: str, version: str, roles: tuple[str, ...]):
-        self.name = name
-        self.distribution = distribution
-        self.version = version
-        self.roles = roles
-
-    def _key(self) -> tuple[str, str, str, tuple[str, ...]]:
-        return (self.name, self.distribution, self.version, self.roles)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is PluginInfo and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return "PluginInfo(name={!r}, distribution={!r}, version={!r}, roles={!r})".format(
-            *self._key()
-        )
+    name: str
+    distribution: str
+    version: str
+    roles: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "roles": list(self.roles),
-        }
+        return {**asdict(self), "roles": list(self.roles)}
 
 
 # The hooks of the contract: the functions of dranet_cloud.contract.hookspecs pluggy reads as specs.
@@ -72,8 +53,6 @@ HOOK_NAMES = frozenset(n for n in dir(hookspecs) if _SPEC_READER.parse_hookspec_
 
 
 def _unknown_hook(plugin: str, hook: str, impl: pluggy.HookImpl) -> str:
-    from dranet_cloud.contract.settings import did_you_mean
-
     specname = impl.opts.get("specname")
     marked = f"@hookimpl(specname={specname!r})" if specname else "@hookimpl"
     hint = did_you_mean(hook, HOOK_NAMES) or ("; the hooks are " + ", ".join(sorted(HOOK_NAMES)))
@@ -253,8 +232,6 @@ class PluginRegistry(pluggy.PluginManager):
             return None
         name = self.aliases().get(key, key)
         if self.get_plugin(name) is None:
-            from dranet_cloud.contract.settings import did_you_mean
-
             installed = ", ".join(self.names()) or "no plugins"
             # Suggest only names that exist: a close installed name or alias,
             # else installing the plugin's own distribution (never a guessed

@@ -12,6 +12,8 @@ import os
 import sqlite3
 from collections.abc import Mapping
 
+from dranet_cloud.node.nic import legacy_keys
+
 __all__ = [
     "DEFAULT_IPAM_DB",
     "IPAM_DB_ENV",
@@ -93,9 +95,6 @@ def migrate_from_1(conn: sqlite3.Connection) -> None:
     ``pci-0000-00-05-0`` -> ``pci:0000:00:05.0`` too), so the NIC's new
     identity finds them and a release in any form frees them.
     """
-    # Local: nic imports ipam.base, and the ipam package imports this module.
-    from dranet_cloud.node.nic import legacy_keys
-
     present = {row[1] for row in conn.execute("PRAGMA table_info(allocations)")}
     for column in _CLAIM_COLUMNS:
         if column not in present:
