@@ -4,4 +4,4 @@ Plugins import :data:`hookimpl` from :mod:`dranet_cloud.contract.hookspecs`; the
 is :class:`dranet_cloud.host.provider_host.ProviderHost`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

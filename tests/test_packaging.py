@@ -16,8 +16,8 @@ def test_every_plugin_pins_the_core_minor_version(plugin: Path) -> None:
     """The hook contract may change between core minor versions (0.1 -> 0.2)."""
     project = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
     core = [d for d in project["dependencies"] if d.replace(" ", "").startswith("dranet-cloud")]
-    assert core == ["dranet-cloud>=0.1,<0.2"], (
-        f"{plugin.name}: depend on 'dranet-cloud>=0.1,<0.2' (the core range), not {core}"
+    assert core == ["dranet-cloud>=0.2,<0.3"], (
+        f"{plugin.name}: depend on 'dranet-cloud>=0.2,<0.3' (the core range), not {core}"
     )
 
 
