@@ -2,9 +2,9 @@
 
 Why it is safe:
 
-* every operation is one ``BEGIN IMMEDIATE`` transaction, so it takes the
-  database's write lock before it reads anything it will decide on; two
-  processes can never both see an address as free;
+* every operation takes the write lock before it reads anything it will
+  decide on (:mod:`.transactions`): two processes never both see an address
+  free;
 * ``UNIQUE (family, addr_key)`` is the last guard: even a bug above it cannot
   store an address twice, and a partial unique index keeps one dynamic
   allocation per owner and family;
@@ -21,11 +21,8 @@ directly.  An allocation costs one index seek plus the length of the occupied
 run at its random start (see :mod:`.freesearch`); nothing enumerates the range
 or reads the whole table.
 
-The store is built from three modules beside this one: :mod:`.sqlite_schema`
-(the tables, their version, migrations), :mod:`.sqlite_rows` (an allocation
-as a row, and the queries a write is made of) and
-:mod:`.sqlite_transactions` (the connection, group commits and the deferred
-writes of the server's event loop).
+Beside it: :mod:`.schema` (tables, migrations), :mod:`.rows` (the queries a
+write is made of) and :mod:`.transactions` (connection, group commits).
 """
 
 from __future__ import annotations
