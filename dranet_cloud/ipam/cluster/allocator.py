@@ -495,7 +495,7 @@ class ClusterIpam:
         ``everyone`` (``ipam gc`` run once by an operator) judges every object
         of the project instead (one list), except those of another node whose
         Node object exists: that node reclaims its own.  Objects of nodes
-        that vanished are otherwise the Lease holder's (:mod:`.cluster_reclaimer`).
+        that vanished are otherwise the Lease holder's (:mod:`.reclaimer`).
         """
         result = ClusterReclaimResult()
         if not dry_run:
@@ -749,12 +749,8 @@ class ClusterIpam:
     def _named(
         self, owner: Owner, claim: ClaimReference | None, asked_at: float, budget: _Budget
     ) -> ClaimReference:
-        """``claim`` with its namespace and name, which the parentRef must carry.
-
-        gen2 DRANET sends them; for a gen1 request (UID only) they come from
-        the journal (an earlier try of this claim) or else from the claims of
-        this node's pods (:class:`~.node_claims.NodeClaims`): never a guess.
-        """
+        """``claim`` with the namespace and name the parentRef must carry (gen2 DRANET
+        sends them; gen1's come from the journal or ``self.claims``, never a guess)."""
         if claim is not None and claim.namespace and claim.name:
             return claim
         pods = claim.pods if claim is not None else ()

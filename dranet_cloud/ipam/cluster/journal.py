@@ -64,7 +64,7 @@ _ROW_COLUMNS = (
 class RangeView:
     """The addresses of one range that the cluster holds, as far as this node knows.
 
-    Fed by the range's watch (:mod:`.cluster_view`: the objects of the blocks
+    Fed by the range's watch (:mod:`.range_view`: the objects of the blocks
     this node uses), by this node's own creates and deletes, and by every 409
     it meets (an address someone holds that the watch does not show: an
     object without a block label, or one the watch has not delivered yet).

@@ -11,7 +11,7 @@ block it is allocating from.  Moving on to a new block widens the selector
 (:meth:`~dranet_cloud.kube.informer.Informer.widen`: the informer lists the
 new block alone, from the watch cache, and watches on from where it was).
 
-What the informer stores feeds the :class:`~.cluster_journal.RangeView` the
+What the informer stores feeds the :class:`~.journal.RangeView` the
 candidate search merges with the journal; a DELETED event of an object is
 handed to ``on_deleted`` (the allocator's repair queue: never repaired on
 the informer's thread).  Objects without a block label are not seen here:

@@ -609,13 +609,8 @@ def reclaim(
 ) -> ReclaimResult:
     """Free the allocations whose claims ``source`` proves gone, batch by batch.
 
-    Raises :class:`NothingProven` (nothing freed) when the source cannot
-    prove anything or speaks for another cluster; :class:`ClusterUnproven`
-    when the store records no cluster and no claim it holds is live in the
-    source's; :class:`WouldFreeEverything` when every claim of a store of
-    :data:`FORCE_THRESHOLD` or more allocations is gone and ``force`` is not
-    set; :class:`RunCutShort` (with what was freed) when the evidence failed
-    part-way.  With no allocation, the source is not asked.
+    Raises :class:`NothingProven` or a subclass (each says when); with no
+    allocation, the source is not asked.
 
     Frees wait until a batch shows a live claim: until then the run may yet
     turn out to be "every claim is gone", which only ``force`` frees (and,

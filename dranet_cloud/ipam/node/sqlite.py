@@ -55,13 +55,15 @@ from dranet_cloud.ipam.node.transactions import DEFAULT_BUSY_TIMEOUT, SqliteTran
 from dranet_cloud.ipam.requests import (
     InvalidIpamRequest,
     RandomSource,
+    held_elsewhere,
     host_cidr,
     ordered_ranges,
     parse_static,
     require_collect_bounds,
     take_free,
+    warn_outside,
 )
-from dranet_cloud.toolkit.errors import AddressConflict, ConfigError
+from dranet_cloud.toolkit.errors import ConfigError
 from dranet_cloud.toolkit.iprange import IPRange
 from dranet_cloud.wire.claims import ClaimReference
 
@@ -274,12 +276,7 @@ class SqliteStore(SqliteTransactions):
                     # Compared as stored (family, hex key): parsing the CIDR text
                     # again was a good part of a kubelet retry's cost.
                     if not int(rng.start) <= int(existing[1], 16) <= int(rng.end):
-                        log.warning(
-                            "ipam: %s keeps %s although it is outside the range %s it asked for",
-                            owner,
-                            existing[2],
-                            rng,
-                        )
+                        warn_outside(log, owner, existing[2], rng)
                     result.append(existing[2])
                     continue
                 occupied = self._scan(conn, rng.version)
@@ -314,11 +311,7 @@ class SqliteStore(SqliteTransactions):
                 holder = sqlite_rows.to_allocation(row)
                 same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid
                 if not same or holder.owner.device not in devices:
-                    raise AddressConflict(
-                        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
-                        f"(since {holder.created_at.isoformat()}); pick another address or "
-                        "release the holder's claim"
-                    )
+                    raise held_elsewhere(addr, owner, holder)
             if wanted:
                 sqlite_rows.record_keys(conn, main, devices)
                 sqlite_rows.fill_claim(conn, owner, devices, claim)
