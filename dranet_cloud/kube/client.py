@@ -415,7 +415,6 @@ class KubeClient:
         metadata_only: bool = False,
         page_size: int = DEFAULT_PAGE_SIZE,
         deadline: float | None = None,
-        max_restarts: int = MAX_LIST_RESTARTS,
         what: str | None = None,
         needs: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
@@ -442,7 +441,7 @@ class KubeClient:
                 path, selectors, resource_version, headers, page_size, not_older_than
             )
 
-        found, _ = self._restarting(what, deadline, max_restarts, attempt, needs=needs)
+        found, _ = self._restarting(what, deadline, MAX_LIST_RESTARTS, attempt, needs=needs)
         return found
 
     def _pages(
@@ -641,7 +640,6 @@ class KubeClient:
         *,
         deadline: float | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
-        max_restarts: int = MAX_LIST_RESTARTS,
         cached: bool = False,
     ) -> list[IPAddressObject]:
         """Every IPAddress matching ``label_selector``, or :class:`KubeError`; never a part.
@@ -650,21 +648,18 @@ class KubeClient:
         all be equal.  ``cached``: from the watch cache (``resourceVersion=0``,
         see :meth:`list_objects`); otherwise a consistent read.
         """
-        return self._list_ip(
-            label_selector, deadline, page_size, max_restarts, parse_ip_address, cached=cached
-        )
+        return self._list_ip(label_selector, deadline, page_size, parse_ip_address, cached=cached)
 
     def list_ip_address_names(self, *, deadline: float | None = None) -> list[str]:
         """:meth:`list_ip_addresses` of every object, complete or raising likewise, but only
         the names: what a view of the taken addresses needs, at a fraction of the cost."""
-        return self._list_ip(None, deadline, DEFAULT_PAGE_SIZE, MAX_LIST_RESTARTS, ip_address_name)
+        return self._list_ip(None, deadline, DEFAULT_PAGE_SIZE, ip_address_name)
 
     def _list_ip(
         self,
         label_selector: str | Mapping[str, str] | None,
         deadline: float | None,
         page_size: int,
-        max_restarts: int,
         item: Callable[[Any], T],
         *,
         cached: bool = False,
@@ -679,7 +674,7 @@ class KubeClient:
         found, _ = self._restarting(
             what,
             deadline,
-            max_restarts,
+            MAX_LIST_RESTARTS,
             lambda: self._pages(
                 IPADDRESSES_PATH,
                 {"labelSelector": selector},
