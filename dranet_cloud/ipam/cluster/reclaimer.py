@@ -1,7 +1,7 @@
 """One reclaimer for what no node owns: the IPAddress objects of nodes that vanished.
 
 A node reclaims its own objects (its journal's releases, its own orphans:
-:meth:`~.cluster.ClusterIpam.cluster_reclaim`).  A node that was deleted,
+:meth:`~.allocator.ClusterIpam.cluster_reclaim`).  A node that was deleted,
 reinstalled or lost its disk cannot, and if every node swept every other
 node's objects, each would list the whole project cluster-wide on every run.
 So one sidecar at a time does it: the holder of the ``coordination.k8s.io/v1``
