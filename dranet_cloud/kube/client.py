@@ -45,7 +45,6 @@ from dranet_cloud.kube.ipaddress import (
     IPAddressObject,
     ParentRef,
     ip_address_body,
-    ip_address_name,
     ip_address_path,
     parse_ip_address,
     parse_ip_address_page,
@@ -648,22 +647,6 @@ class KubeClient:
         all be equal.  ``cached``: from the watch cache (``resourceVersion=0``,
         see :meth:`list_objects`); otherwise a consistent read.
         """
-        return self._list_ip(label_selector, deadline, page_size, parse_ip_address, cached=cached)
-
-    def list_ip_address_names(self, *, deadline: float | None = None) -> list[str]:
-        """:meth:`list_ip_addresses` of every object, complete or raising likewise, but only
-        the names: what a view of the taken addresses needs, at a fraction of the cost."""
-        return self._list_ip(None, deadline, DEFAULT_PAGE_SIZE, ip_address_name)
-
-    def _list_ip(
-        self,
-        label_selector: str | Mapping[str, str] | None,
-        deadline: float | None,
-        page_size: int,
-        item: Callable[[Any], T],
-        *,
-        cached: bool = False,
-    ) -> list[T]:
         if isinstance(label_selector, Mapping):
             selector = ",".join(f"{k}={v}" for k, v in label_selector.items())
         else:
@@ -681,7 +664,7 @@ class KubeClient:
                 "0" if cached else "",
                 None,
                 page_size,
-                read=lambda page: (*parse_ip_address_page(page, item), ""),
+                read=lambda page: (*parse_ip_address_page(page), ""),
             )[0],
             needs=f"list on {_IPADDRESSES}",
         )
