@@ -1,16 +1,9 @@
 """Node-local IPAM: one address per family per owner, durable across restarts.
 
-The API (implemented by :class:`MemoryStore` and :class:`SqliteStore`):
-
-* ``allocate(owner, ranges) -> list[str]``: one host CIDR (/32, /128) per
-  range, IPv4 first; idempotent per owner.
-* ``reserve(owner, addresses) -> list[str]``: record static addresses;
-  ``AddressConflict`` when another owner holds one.
-* ``release(owner) -> list[str]``: free everything the owner holds.
-* ``collect(live_claims=None, older_than=None) -> list[Allocation]``.
-* ``list() -> list[Allocation]``.
-
-Both stores also offer ``held(owner) -> list[Allocation]``.  Bad requests (two
+The API is :class:`~dranet_cloud.ipam.base.IpamStore` (:class:`MemoryStore`,
+:class:`SqliteStore`): ``allocate`` answers one host CIDR (/32, /128) per
+range, IPv4 first, idempotent per owner; ``reserve`` raises
+``AddressConflict`` when another owner holds an address.  Bad requests (two
 ranges of one family, an unparsable address, ``collect()`` with no criterion)
 raise :class:`InvalidIpamRequest`, a ``ConfigError`` and ``ValueError``.
 """

@@ -36,12 +36,7 @@ class Owner:
 
     @classmethod
     def for_nic(cls, pool: str, nic: LocalNic, claim_uid: str) -> Owner:
-        """The owner of a claim's addresses on ``nic``, in ``pool``.
-
-        Keyed by the NIC's identity and carrying every key it is known by, so
-        the same NIC under its interface name, DRA device name, MAC or PCI
-        address is one owner (see :func:`linked`).
-        """
+        """The owner of a claim's addresses on ``nic``, in ``pool``, with every key of the NIC."""
         return cls(pool, nic.identity, claim_uid, nic.keys)
 
     @property

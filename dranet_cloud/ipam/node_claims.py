@@ -1,52 +1,37 @@
 """A node's own claims, seen through the pods the kubelet runs on it.
 
 Why: leak reclaiming must prove a claim gone, and cluster scope must name a
-claim that gen1 DRANET (v1.4.0) sends only by UID.  The Kubernetes API has
-no lookup by UID, so both used to list every ResourceClaim of the cluster,
-on every node, every run: a cost of nodes x claims for one API server.  The
-kubelet's own view costs only this node's objects: one
-:class:`~dranet_cloud.kube.informer.Informer` on Pods with the field selector
-``spec.nodeName=<node>`` (one LIST from the watch cache, then a WATCH that
-brings only this node's pod changes and a bookmark a minute).
+claim that gen1 DRANET (v1.4.0) sends only by UID.  The API has no lookup by
+UID, so both used to list every ResourceClaim on every node, every run (nodes
+x claims for one API server).  This node's view costs only its own objects:
+one :class:`~dranet_cloud.kube.informer.Informer` on Pods with
+``spec.nodeName=<node>`` (one LIST from the watch cache, then a WATCH).
 
-:class:`NodeClaims` keeps, from that view:
+:class:`NodeClaims` keeps which claims (``namespace/name``) a *live* pod of
+this node uses (not being deleted, phase neither ``Succeeded`` nor
+``Failed``), named in the pod's own namespace by
+``spec.resourceClaims[].resourceClaimName`` (a claim made by hand) and
+``status.resourceClaimStatuses[].resourceClaimName`` (one a template
+generated); and each claim's UID, from ONE ``GET`` when the name is first
+seen, on a small resolver thread with a bounded queue (never the informer's
+thread or an event loop).  An entry is kept while a live pod uses it or the
+store holds rows of its UID, else for ``keep_for`` seconds, at most
+``max_known`` of them; a UID's namespace/name never change.
 
-* which claims (``namespace/name``) a *live* pod of this node uses (not being
-  deleted, phase neither ``Succeeded`` nor ``Failed``): a pod names them in
-  ``spec.resourceClaims[].resourceClaimName`` (a claim made by hand) and
-  ``status.resourceClaimStatuses[].resourceClaimName`` (the claim a template
-  generated), always in the pod's own namespace;
-* the UID of each such claim, from ONE ``GET`` when the name is first seen,
-  on a small resolver thread with a bounded queue (never on the informer's
-  thread or an event loop).  An entry is kept while a live pod uses it or
-  the store holds rows of its UID, else for ``keep_for`` seconds, and there
-  are at most ``max_known`` of them.  A UID's namespace/name never change,
-  so an entry answers "which claim is this UID" for as long as it is kept.
+As a :class:`~dranet_cloud.ipam.node.reclaim.ClaimSource` (proof, never
+absence of news): a claim a live pod here uses, with the resolved UID, is live
+with no call (re-checked by ``GET`` at most once per ``verify_interval``,
+jittered); other named claims are proven by ``GET``; a UID-only claim the view
+cannot name falls back to one complete list from the watch cache
+(``resourceVersion=0``), at most once per ``list_interval`` and only while
+such rows are older than the grace, and the names it finds are recorded in the
+store's rows for the next runs.
 
-As a :class:`~.reclaim.ClaimSource` (the rules of :func:`~.reclaim.reclaim`
-hold: proof, never absence of news):
-
-* a claim a live pod of this node uses, whose UID is the one resolved, is
-  live with no API call; it is checked again by ``GET`` at most once per
-  ``verify_interval`` (default 1 h, jittered);
-* any other claim known by namespace/name is proven by ``GET`` (404 or
-  another UID: gone), as before;
-* a claim known only by UID that the view cannot name (rows written before
-  this version, or a claim deleted before this node ever saw its pod) falls
-  back to one complete list of every ResourceClaim, served from the API
-  server's watch cache (``resourceVersion=0``), at most once per
-  ``list_interval`` (default 1 h) and only while such rows are older than
-  the grace period.  Claims the list names get their namespace/name recorded
-  in the store's rows, so the next runs prove them by ``GET``.
-
-For cluster scope, :meth:`NodeClaims.find` names a gen1 UID from the view;
-on a miss it waits (within the request's deadline) for the view's first
-list, ``GET`` s the claims the view has not resolved yet, then lists this
-node's pods once and ``GET`` s what that names; still unknown is
-:class:`~dranet_cloud.toolkit.errors.ProviderUnavailable` (HTTP 500, the kubelet
-retries), never a guess.
-
-Without a watch (``watch=False``: the one-shot ``ipam gc --kubernetes
+For cluster scope, :meth:`NodeClaims.find` names a gen1 UID from the view; on
+a miss it waits (within the request's deadline) for the first list, ``GET`` s
+unresolved claims, then lists this node's pods once; still unknown is
+``ProviderUnavailable`` (HTTP 500, the kubelet retries), never a guess.
+Without a watch (``watch=False``: one-shot ``ipam gc --kubernetes
 --node-name``) each run lists this node's pods once instead.
 """
 

@@ -9,13 +9,14 @@ rely on that).
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from dranet_cloud.ipam.base import Allocation, Owner
 from dranet_cloud.ipam.freesearch import first_free
-from dranet_cloud.toolkit.errors import ConfigError, RangeExhausted
+from dranet_cloud.toolkit.errors import AddressConflict, ConfigError, RangeExhausted
 from dranet_cloud.toolkit.iprange import IPAddress, IPRange, address_of
 from dranet_cloud.wire.claims import ClaimReference
 
@@ -26,6 +27,22 @@ class InvalidIpamRequest(ConfigError, ValueError):
     It is a ``ConfigError`` (the CLI exits 2) and a ``ValueError`` (it is a
     programming or configuration mistake, not a state conflict).
     """
+
+
+def held_elsewhere(addr: object, owner: object, holder: Allocation) -> AddressConflict:
+    """The refusal of a static address another owner holds (both node stores)."""
+    return AddressConflict(
+        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
+        f"(since {holder.created_at.isoformat()}); pick another address or "
+        "release the holder's claim"
+    )
+
+
+def warn_outside(log: logging.Logger, owner: object, address: str, rng: IPRange) -> None:
+    """A retry keeps its address even when the range changed: one address per claim."""
+    log.warning(
+        "ipam: %s keeps %s although it is outside the range %s it asked for", owner, address, rng
+    )
 
 
 def require_collect_bounds(live_claims: object, older_than: object) -> None:

@@ -13,9 +13,8 @@ stack cost a node most of its CPU per allocation; this module adds:
 * the bounds every HTTP client here shares (:mod:`dranet_cloud.toolkit.httpdeadline`):
   every connect, send and read ends by the call's deadline, every body is
   read under a byte cap, a watch's every read under its read timeout;
-* a complete-list guarantee: :meth:`KubeClient.list_resource_claims` follows
-  ``continue`` to the end, starts again on ``410 Expired`` a bounded number of
-  times and raises on anything else, so a caller never mistakes a partial
+* a complete-list guarantee (:meth:`KubeClient._restarting`): every list
+  raises rather than answer a part, so a caller never mistakes a partial
   answer for the cluster's state.
 
 Configuration, like kubectl and client-go: ``--kubeconfig FILE`` when given,
@@ -46,7 +45,6 @@ from dranet_cloud.kube.ipaddress import (
     IPAddressObject,
     ParentRef,
     ip_address_body,
-    ip_address_name,
     ip_address_path,
     parse_ip_address,
     parse_ip_address_page,
@@ -101,11 +99,8 @@ T = TypeVar("T")
 
 
 class KubeError(ProviderUnavailable):
-    """The API did not give a usable answer (error status, timeout, partial or bad body).
-
-    ``status`` is the HTTP status when there was one.  Nothing may be
-    concluded from a call that raised this.
-    """
+    """The API gave no usable answer (``status``: the HTTP one, if any); nothing may be
+    concluded from a call that raised this."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -171,9 +166,8 @@ class ClaimIdentity:
 class ClaimListing:
     """A complete list of every ResourceClaim in the cluster.
 
-    ``started`` is the wall-clock time (``time.time()``) just before the first
-    page of the list that succeeded was asked for: claims created after it may
-    be missing.  ``restarts`` counts the lists begun again after 410 Expired.
+    ``started`` (``time.time()``) is just before the first page of the list
+    that succeeded: claims created after it may be missing.
     """
 
     claims: tuple[ClaimIdentity, ...]
@@ -379,12 +373,7 @@ class KubeClient:
         deadline: float | None = None,
         max_restarts: int = MAX_LIST_RESTARTS,
     ) -> ClaimListing:
-        """Every ResourceClaim in the cluster, or :class:`KubeError`; never a part of them.
-
-        Follows ``continue`` to the last page; a ``410 Expired`` (the
-        snapshot behind the continue token is gone) starts a new list, at
-        most ``max_restarts`` times.
-        """
+        """Every ResourceClaim in the cluster, or :class:`KubeError`; never a part of them."""
         what = "LIST resourceclaims in all namespaces"
 
         def attempt() -> tuple[tuple[ClaimIdentity, ...], float]:
@@ -396,10 +385,7 @@ class KubeClient:
         return ClaimListing(claims, started, restarts)
 
     def get_node(self, name: str, *, deadline: float | None = None) -> dict[str, Any]:
-        """The Node object as Kubernetes JSON (labels, ``spec.providerID``...).
-
-        Raises :class:`KubeNotFound` when there is no such node.
-        """
+        """The Node object as Kubernetes JSON; :class:`KubeNotFound` when there is none."""
         what = f"GET node {name}"
         with self._deadline(deadline, what):
             return _json_object(self._request("GET", f"{NODES_PATH}/{name}"), "Node")
@@ -428,7 +414,6 @@ class KubeClient:
         metadata_only: bool = False,
         page_size: int = DEFAULT_PAGE_SIZE,
         deadline: float | None = None,
-        max_restarts: int = MAX_LIST_RESTARTS,
         what: str | None = None,
         needs: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
@@ -439,11 +424,8 @@ class KubeClient:
         consistent read from storage; ``not_older_than`` asks for a state no
         older than ``resource_version`` (``resourceVersionMatch=NotOlderThan``,
         from the watch cache too): what an informer that widens its selector
-        lists, so that it can watch on from where it was.  Follows ``continue`` to the last page
-        within one deadline (a continued page carries no resourceVersion, as
-        the API requires); ``410 Expired`` on a continue starts the list over,
-        at most ``max_restarts`` times.  Never a part: a failure raises
-        :class:`KubeError`.
+        lists, so that it can watch on from where it was.  A continued page
+        carries no resourceVersion, as the API requires.  Never a part.
         """
         selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
         where = path + "".join(
@@ -458,7 +440,7 @@ class KubeClient:
                 path, selectors, resource_version, headers, page_size, not_older_than
             )
 
-        found, _ = self._restarting(what, deadline, max_restarts, attempt, needs=needs)
+        found, _ = self._restarting(what, deadline, MAX_LIST_RESTARTS, attempt, needs=needs)
         return found
 
     def _pages(
@@ -469,30 +451,28 @@ class KubeClient:
         headers: Mapping[str, str] | None,
         page_size: int,
         not_older_than: bool = False,
-    ) -> tuple[list[dict[str, Any]], str]:
-        """Every page of one list (no restart): the items and the list's resourceVersion."""
-        items: list[dict[str, Any]] = []
+        read: Callable[[Any], tuple[list[Any], str, str]] | None = None,
+    ) -> tuple[list[Any], str]:
+        """Every page of one list (no restart): the items and the list's resourceVersion.
+
+        ``read`` turns a page into (items, continue token, resourceVersion).
+        """
+        items: list[Any] = []
         token = ""
         seen: set[str] = set()
         while True:
             params = {"limit": str(page_size)}
             params.update({k: v for k, v in selectors.items() if v})
             if token:
-                params["continue"] = token
+                params["continue"] = token  # the first page's version holds for the rest
             elif resource_version:
                 params["resourceVersion"] = resource_version
                 if not_older_than:
                     params["resourceVersionMatch"] = "NotOlderThan"
             page = self._request("GET", path, params=params, headers=headers)
-            if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
-                raise ValueError("the answer is not a list of objects")
-            meta = page.get("metadata") or {}
-            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-            token = str(meta.get("continue") or "")
+            found, token, rv = (read or _list_page)(page)
+            items.extend(found)
             if not token:
-                rv = meta.get("resourceVersion")
-                if not isinstance(rv, str) or not rv:
-                    raise ValueError("the list has no metadata.resourceVersion")
                 return items, rv
             if token in seen:
                 raise ValueError("the API gave a continue token twice; its pages never end")
@@ -511,14 +491,10 @@ class KubeClient:
         what: str,
         needs: str | None = None,
     ) -> Iterator[LineStream]:
-        """A streaming GET (a watch) on its own connection, with the client's auth and TLS.
+        """A streaming GET (a watch) on its own connection, ending by ``deadline`` s from now.
 
-        Every socket read waits at most ``read_timeout`` seconds, the whole
-        stream ends by ``deadline`` seconds from now, and each line is capped
-        at ``max_line_bytes`` (:class:`~dranet_cloud.kube.stream.LineTooLong`).
-        Failures inside the block, reading included, raise :class:`KubeError`
-        naming ``what``; an error answer is read (capped) and reported like
-        any other call's.
+        Lines are capped at ``max_line_bytes``; failures inside the block,
+        reading included, raise :class:`KubeError` naming ``what``.
         """
         accept = METADATA_ACCEPT if metadata_only else "application/json"
         until = time.monotonic() + max(0.0, deadline)
@@ -663,37 +639,14 @@ class KubeClient:
         *,
         deadline: float | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
-        max_restarts: int = MAX_LIST_RESTARTS,
         cached: bool = False,
     ) -> list[IPAddressObject]:
         """Every IPAddress matching ``label_selector``, or :class:`KubeError`; never a part.
 
-        ``label_selector`` is Kubernetes selector text (``a=b,c!=d,e in
-        (f,g)``) or a mapping of labels that must all be equal.  Follows
-        ``continue`` to the last page within one deadline; ``410 Expired``
-        starts over, at most ``max_restarts`` times.  ``cached``: served from
-        the API server's watch cache (``resourceVersion=0``), what a thousand
-        nodes starting at once must ask for; otherwise a consistent read.
+        ``label_selector`` is selector text or a mapping of labels that must
+        all be equal.  ``cached``: from the watch cache (``resourceVersion=0``,
+        see :meth:`list_objects`); otherwise a consistent read.
         """
-        return self._list_ip(
-            label_selector, deadline, page_size, max_restarts, parse_ip_address, cached=cached
-        )
-
-    def list_ip_address_names(self, *, deadline: float | None = None) -> list[str]:
-        """:meth:`list_ip_addresses` of every object, complete or raising likewise, but only
-        the names: what a view of the taken addresses needs, at a fraction of the cost."""
-        return self._list_ip(None, deadline, DEFAULT_PAGE_SIZE, MAX_LIST_RESTARTS, ip_address_name)
-
-    def _list_ip(
-        self,
-        label_selector: str | Mapping[str, str] | None,
-        deadline: float | None,
-        page_size: int,
-        max_restarts: int,
-        item: Callable[[Any], T],
-        *,
-        cached: bool = False,
-    ) -> list[T]:
         if isinstance(label_selector, Mapping):
             selector = ",".join(f"{k}={v}" for k, v in label_selector.items())
         else:
@@ -704,8 +657,15 @@ class KubeClient:
         found, _ = self._restarting(
             what,
             deadline,
-            max_restarts,
-            lambda: self._all_pages(selector, page_size, item, cached=cached),
+            MAX_LIST_RESTARTS,
+            lambda: self._pages(
+                IPADDRESSES_PATH,
+                {"labelSelector": selector},
+                "0" if cached else "",
+                None,
+                page_size,
+                read=lambda page: (*parse_ip_address_page(page), ""),
+            )[0],
             needs=f"list on {_IPADDRESSES}",
         )
         return found
@@ -719,11 +679,11 @@ class KubeClient:
         *,
         needs: str | None = None,
     ) -> tuple[T, int]:
-        """``attempt()`` (a whole list) and how many times it started again.
+        """``attempt()`` (a whole list, every ``continue`` followed) and its restart count.
 
         One deadline covers every page and restart; a ``410 Expired`` (the
         snapshot behind a continue token is gone) starts a new list, at most
-        ``max_restarts`` times.
+        ``max_restarts`` times; anything else raises.
         """
         budget = self.timeout if deadline is None else deadline
         until = time.monotonic() + budget
@@ -739,30 +699,6 @@ class KubeClient:
                     continue
                 raise
 
-    def _all_pages(
-        self, selector: str, page_size: int, item: Callable[[Any], T], *, cached: bool = False
-    ) -> list[T]:
-        found: list[T] = []
-        token = ""
-        seen: set[str] = set()
-        while True:
-            params: dict[str, str] = {"limit": str(page_size)}
-            if selector:
-                params["labelSelector"] = selector
-            if token:
-                params["continue"] = token  # the first page's version holds for the rest
-            elif cached:
-                params["resourceVersion"] = "0"
-            page, token = parse_ip_address_page(
-                self._request("GET", IPADDRESSES_PATH, params=params), item
-            )
-            found.extend(page)
-            if not token:
-                return found
-            if token in seen:
-                raise ValueError("the API gave a continue token twice; its pages never end")
-            seen.add(token)
-
     # --- internals -------------------------------------------------------------------
 
     def _request(
@@ -774,13 +710,8 @@ class KubeClient:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """One request on the client's pooled connections (its auth, TLS and server URL);
-        the decoded JSON answer.
-
-        Objects are read leniently (as JSON, not lightkube's models).  An error
-        answer is raised as :class:`_StatusAnswer` or :class:`_PlainAnswer`, for
-        :meth:`_deadline` to word.
-        """
+        """The decoded JSON answer (lenient: not lightkube's models); an error answer is
+        raised as :class:`_StatusAnswer` or :class:`_PlainAnswer` for :meth:`_deadline` to word."""
         accept = (
             "application/json" if headers is None else headers.get("Accept", "application/json")
         )
@@ -861,6 +792,17 @@ _LEASE_RBAC = "get, create and update on leases.coordination.k8s.io in the names
 def _lease_path(namespace: str, name: str | None = None) -> str:
     base = f"{LEASES_GROUP}/namespaces/{namespace}/leases"
     return base if name is None else f"{base}/{name}"
+
+
+def _list_page(page: Any) -> tuple[list[Any], str, str]:
+    if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+        raise ValueError("the answer is not a list of objects")
+    meta = page.get("metadata") or {}
+    token = str(meta.get("continue") or "")
+    rv = meta.get("resourceVersion")
+    if not token and (not isinstance(rv, str) or not rv):
+        raise ValueError("the list has no metadata.resourceVersion")
+    return [i for i in page.get("items") or [] if isinstance(i, dict)], token, rv or ""
 
 
 def _json_object(doc: Any, kind: str) -> dict[str, Any]:

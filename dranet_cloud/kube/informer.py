@@ -1,47 +1,39 @@
 """One informer: a local copy of a set of Kubernetes objects, kept by LIST once then WATCH.
 
-Why: the sidecar runs on every node of clusters of thousands.  A node that
-re-reads a collection every few seconds costs the API server in proportion to
-the number of nodes times the size of the collection; a node that lists once
-and then watches costs one list at start and afterwards only the events of the
-objects it asked for (its own pods, a selector's IPAddresses), whatever the
-size of the cluster.  This is client-go's informer pattern, kept small:
+Why: the sidecar runs on every node of clusters of thousands.  Re-reading a
+collection every few seconds costs the API server nodes x collection size;
+listing once and then watching costs one list and afterwards only the events
+of the objects asked for, whatever the size of the cluster.  This is
+client-go's informer pattern, kept small:
 
-* **LIST** with ``resourceVersion=0``: served from the API server's watch
-  cache, not from etcd, which is what a thousand nodes starting at once must
-  ask for (``initial_jitter`` spreads their starts too).  Pages are followed
-  with ``continue`` when the server paginates; a 410 on a continue starts the
-  list over.  The items become the store.
-* **WATCH** from the list's ``metadata.resourceVersion`` with
-  ``allowWatchBookmarks=true`` and a ``timeoutSeconds`` jittered between 1x
-  and 2x ``watch_timeout`` (so streams of many nodes do not end together).
-  Events are applied in order; a BOOKMARK only moves the resourceVersion.
-* **Resume, not relist.**  When a stream ends (its timeout, a cut
-  connection, a read timeout, a line over ``max_event_bytes``) the next watch
-  starts from the last resourceVersion seen: no list, no event lost.
-* **Relist only on 410 Gone** (the version left the server's window: an ERROR
-  event with code 410, or an HTTP 410) or a selector change.  The new list is
-  compared with the old store and the differences are handed to ``on_event``
-  as DELETED/ADDED/MODIFIED, so a handler never misses a change that happened
-  while no stream was open.
+* **LIST** with ``resourceVersion=0``: from the API server's watch cache, not
+  etcd, which is what a thousand nodes starting at once must ask for
+  (``initial_jitter`` spreads their starts too).
+* **WATCH** from the list's resourceVersion with ``allowWatchBookmarks=true``
+  and ``timeoutSeconds`` jittered between 1x and 2x ``watch_timeout`` (so the
+  streams of many nodes do not end together); a BOOKMARK only moves the
+  resourceVersion.
+* **Resume, not relist**: a stream that ends (its timeout, a cut connection,
+  a read timeout, a line over ``max_event_bytes``) is watched again from the
+  last resourceVersion seen: no list, no event lost.
+* **Relist only on 410 Gone** (an ERROR event or HTTP 410) or a selector
+  change; the differences from the old store reach ``on_event`` as
+  DELETED/ADDED/MODIFIED, so a handler never misses what happened while no
+  stream was open.
 * **Widen without relisting** (:meth:`Informer.widen`): a selector that only
-  adds objects (a range view taking on one more block) lists just the added
-  part, no older than the resourceVersion the informer stands at
-  (``resourceVersionMatch=NotOlderThan``, from the watch cache), merges it
-  into the store and watches the union on from that same resourceVersion: the
-  events of the old part are not lost, those of the added part that the list
-  already holds are replayed in order (a handler sees history, never a
-  state older than the store).  A node that moves on to a new block costs
-  the API that block, not every block it watched before.
-* **Bounds.**  Errors back off exponentially with jitter (never a tight loop);
-  every socket read waits at most :data:`WATCH_READ_TIMEOUT` (longer than the
-  minute between bookmarks) and a stream ends by its ``timeoutSeconds`` plus
-  :data:`WATCH_DEADLINE_MARGIN`; a list has an end-to-end deadline; a line is
-  capped at ``max_event_bytes``.  :meth:`Informer.stop` shuts the socket down
-  from the caller's thread, so it returns in bounded time.
+  adds objects (a range view taking on a block) lists just the added part
+  (``resourceVersionMatch=NotOlderThan`` at the informer's resourceVersion)
+  and watches the union on from there: no event of the old part is lost, a
+  handler sees history, never a state older than the store, and a new block
+  costs the API that block only.
+* **Bounds**: errors back off exponentially with jitter; every read waits at
+  most :data:`WATCH_READ_TIMEOUT` (longer than the minute between bookmarks),
+  a stream ends by its ``timeoutSeconds`` plus :data:`WATCH_DEADLINE_MARGIN`,
+  a line is capped; :meth:`Informer.stop` shuts the socket down from the
+  caller's thread, so it returns in bounded time.
 
-The cost counters (:class:`InformerStats`) say what this node asked of the
-API server: benchmarks and ``/metrics`` read them.
+:class:`InformerStats` says what this node asked of the API server
+(benchmarks, ``/metrics``).
 """
 
 from __future__ import annotations

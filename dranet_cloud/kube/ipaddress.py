@@ -17,14 +17,14 @@ into a :class:`~dranet_cloud.kube.KubeError` naming the call.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
-from dranet_cloud.kube.objects import metadata_string, of_kind
+from dranet_cloud.kube.objects import of_kind
 
 __all__ = [
     "API_VERSION",
@@ -35,7 +35,6 @@ __all__ = [
     "ParentRef",
     "canonical_name",
     "ip_address_body",
-    "ip_address_name",
     "ip_address_path",
     "parse_ip_address",
     "parse_ip_address_page",
@@ -49,7 +48,6 @@ IPADDRESSES_PATH = "/apis/networking.k8s.io/v1/ipaddresses"
 MANAGED_BY_LABEL = "ipaddress.kubernetes.io/managed-by"
 IP_FAMILY_LABEL = "ipaddress.kubernetes.io/ip-family"
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -198,21 +196,8 @@ def parse_ip_address(doc: Any) -> IPAddressObject:
     )
 
 
-def ip_address_name(doc: Any) -> str:
-    """Only the name (the address) of one IPAddress object of a list.
-
-    For a caller that needs no more than which addresses are taken: reading
-    every field of a big list costs several times more than the list itself.
-    """
-    return metadata_string(doc, "name", "an IPAddress without metadata.name")
-
-
-def parse_ip_address_page(
-    doc: Any,
-    item: Callable[[Any], T] = parse_ip_address,  # type: ignore[assignment]
-) -> tuple[list[T], str]:
-    """The items of one IPAddressList page (each read by ``item``) and its continue
-    token ("" on the last page).
+def parse_ip_address_page(doc: Any) -> tuple[list[IPAddressObject], str]:
+    """The items of one IPAddressList page and its continue token ("" on the last page).
 
     A page that says more items remain but gives no token is a partial answer
     and raises, as does anything that is not an IPAddressList.
@@ -232,4 +217,4 @@ def parse_ip_address_page(
     remaining = meta.get("remainingItemCount")
     if not token and isinstance(remaining, int) and remaining > 0:
         raise ValueError(f"the page says {remaining} items remain but gives no continue token")
-    return [item(one) for one in items], token
+    return [parse_ip_address(one) for one in items], token

@@ -1,9 +1,7 @@
 """One owner for work no node owns: a ``coordination.k8s.io/v1`` Lease, as client-go elects.
 
-Why: some work belongs to no node (reclaiming cluster-scope leaks, say).  If
-every node did it, the cost on the API server would grow with the number of
-nodes; a Lease names the one that does.  The rules, as client-go's leader
-election has them:
+Why: some work belongs to no node (reclaiming cluster-scope leaks); done by
+every node its cost would grow with the nodes.  As client-go's leader election:
 
 * The Lease's ``spec.holderIdentity`` names the holder; ``renewTime`` (a
   MicroTime) plus ``leaseDurationSeconds`` says until when.  Taking and
@@ -18,17 +16,13 @@ election has them:
   a whole lease duration of local observation (which needs no synchronised
   clocks).  A released lease (``holderIdentity`` empty) is taken at once.
 
-What differs: candidates do not poll every ``retry_period`` (in a cluster of
-thousands that would be 30 GETs a minute per node, for nothing).  They GET the
-Lease every ``candidate_poll`` seconds; without one it is derived from the
-number of candidates the holder writes in the annotation
-:data:`CANDIDATES_ANNOTATION`: 0.6 s per candidate, clamped to 10-120 s and
-jittered, so each node polls at most once a minute from 100 candidates on (half
-that from 200), while the whole cluster still looks often enough that someone
-sees an expired lease within seconds of it expiring.  A small cluster's
-successor takes over within about a lease duration plus one poll.
+What differs: candidates do not poll every ``retry_period`` (30 GETs a minute
+per node of thousands, for nothing) but every ``candidate_poll`` seconds,
+else 0.6 s per candidate the holder counts in :data:`CANDIDATES_ANNOTATION`,
+clamped to 10-120 s and jittered: at most once a minute per node from 100
+candidates on, while someone still sees an expired lease within seconds.
 :meth:`LeaseElector.stop` releases a held lease so a successor need not wait
-that long.
+a lease duration plus one poll.
 """
 
 from __future__ import annotations

@@ -1,36 +1,28 @@
 """HTTP/1.1 to the API server on plain sockets: what the Kubernetes client needs, bounded.
 
-Why not httpx (lightkube's ``httpx2``): a node sidecar's CPU per allocation
-was mostly its HTTP stack.  A GET of one object cost about 850 us of client
-CPU through lightkube's client, the deadline transport, httpcore and h11 (URL
-parsing, request and response models, the auth and redirect layers), and a
-watch line about 130 us; the requests the client sends are few and always of
-one shape (a JSON body or none, a JSON answer or a chunked stream of lines),
-so this module speaks exactly that on the standard library's sockets.
+Why not httpx (lightkube's ``httpx2``): a node sidecar's CPU per allocation was
+mostly its HTTP stack (a GET of one object about 850 us of client CPU, a watch
+line about 130 us), while the client's requests are always of one shape (a
+JSON body or none, a JSON answer or a chunked stream of lines).  Each bound
+lives in one place:
 
-What it keeps from the old path, each bound in one place:
-
-* **Deadline.**  Every connect, TLS handshake, send and read waits at most
-  the time left before the deadline (:func:`~dranet_cloud.toolkit.httpdeadline.within`
-  and, for a stream, its own end), and at most the per-operation timeout;
-  a peer that drips bytes cannot stretch a call, because each wait is
-  computed afresh from the same end.
-* **Byte caps.**  A response head is refused over :data:`MAX_HEAD_BYTES` or
-  :data:`MAX_HEADERS` lines (:class:`HeadTooLarge`), a body over the caller's
-  cap (:class:`~dranet_cloud.toolkit.httpdeadline.BodyTooLarge`), announced or sent;
-  a stream hands on pieces of at most one read, so its reader's line cap holds.
-* **Authentication** stays lightkube's: its httpx ``Auth`` object's
-  ``sync_auth_flow`` sets the ``Authorization`` header on a small request
-  object and is offered each answer, so a token file re-read or an exec
-  plugin re-run on 401 behave as they did.
-* **Keep-alive, carefully.**  Idle connections are pooled (LIFO, a few, each
-  at most :data:`IDLE_EXPIRY` seconds); one the server closed while idle is
-  noticed before use (it reads as readable) and dropped.  A reused connection
-  that ends without one byte of answer (the server's idle close crossing the
-  request) is retried once on a new connection for reads only
-  (:data:`REPLAYABLE`): a POST, PUT or DELETE that may have been committed is
-  reported, and its caller's own check decides.
-  A stream has its own connection, closed when the stream ends.
+* **Deadline**: every connect, TLS handshake, send and read waits at most the
+  time left (:func:`~dranet_cloud.toolkit.httpdeadline.within`, or a stream's
+  own end) and the per-operation timeout, computed afresh for each wait, so a
+  peer that drips bytes cannot stretch a call.
+* **Byte caps**: a head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADERS`
+  lines (:class:`HeadTooLarge`), a body over the caller's cap (announced or
+  sent); a stream hands on at most one read at a time, so its reader's line
+  cap holds.
+* **Authentication** stays lightkube's: its httpx ``Auth``'s
+  ``sync_auth_flow`` sets ``Authorization`` and is offered each answer, so a
+  token file re-read or an exec plugin re-run on 401 behave as before.
+* **Keep-alive, carefully**: a few idle connections are pooled (LIFO, at most
+  :data:`IDLE_EXPIRY` s each); one the server closed while idle reads as
+  readable and is dropped.  A reused connection that ends without a byte of
+  answer is retried once on a new one for reads only (:data:`REPLAYABLE`): a
+  write that may have been committed is reported, and its caller checks.
+  A stream has its own connection.
 
 Importing this module imports neither ssl nor httpx.
 """

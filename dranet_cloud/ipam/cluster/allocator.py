@@ -1,63 +1,36 @@
 """Cluster scope: one address, one pod, across every node, on the Kubernetes API.
 
-A node-local store cannot keep addresses unique on an L2 segment that pods
-of several nodes share (IPVLAN subinterfaces).  In cluster scope every
-address handed out is a ``networking.k8s.io/v1`` ``IPAddress`` object, the
-object kube-apiserver allocates Service ClusterIPs with: cluster-scoped and
-named by the address in canonical form, so creating it is an atomic,
-cluster-wide reservation (409 AlreadyExists: someone holds it).  Nothing
-else coordinates the nodes: no leader, no lock, no custom resource.
+A node-local store cannot keep addresses unique on an L2 segment that pods of
+several nodes share (IPVLAN subinterfaces).  Here every address handed out is
+a cluster-scoped ``networking.k8s.io/v1`` ``IPAddress`` (what kube-apiserver
+allocates Service ClusterIPs with) named by the address, so creating it is an
+atomic cluster-wide reservation (409 AlreadyExists: someone holds it); no
+leader, lock or custom resource.  :class:`ClusterIpam` is an
+:class:`~dranet_cloud.ipam.base.IpamStore`, so the ``local-ipam`` profile is
+unchanged.  The node's SQLite store is its journal (:mod:`.journal`): the
+intent (``pending``) is committed before the create, the object's UID
+(``bound``) before the address is answered; a pending row is resolved by
+reading the object back (this claim's: adopted; 404: created again; anyone
+else's: another candidate).  Never a duplicate, never a leak.
 
-:class:`ClusterIpam` is an :class:`~.base.IpamStore`, so the ``local-ipam``
-profile (and its precedence, validation and owner rules in
-:mod:`dranet_cloud.providers.subinterface`) is unchanged.  The node's SQLite store is
-its journal (:mod:`.cluster_journal`):
+A candidate costs no round trip per taken address: each range's
+:class:`~.journal.RangeView` holds what the cluster has in this node's
+64-address blocks (one watch, :mod:`.range_view`; never a list of the whole
+range).  Next fit from a home derived from the node's name keeps nodes in
+separate stretches; a 409 teaches the view; at most ``max_creates`` creates
+are tried per allocation.
 
-1. the intent (owner, claim, candidate, ``pending``) is committed first;
-2. then the create; on 201 the object's UID is committed (``bound``), and
-   only then is the address answered;
-3. a retry of a claim whose rows are all bound is answered from the journal
-   with no API call; a pending row is resolved by reading the object back:
-   one that names this claim (parentRef and claim UID, this node and NIC)
-   is adopted, a 404 is created again, anyone else's drops the intent and
-   another candidate is tried.  Never a duplicate, never a leak.
-
-Choosing a candidate costs no round trip per taken address: each range has
-a :class:`~.cluster_journal.RangeView` of the addresses the cluster holds
-in the 64-address blocks this node uses, kept by one watch
-(:mod:`.cluster_view`; never a list of the whole range), merged with the
-node's own rows.  The search is next fit from a home derived from the node's
-name, so nodes fill separate stretches of a shared range and rarely meet; a
-409 teaches the view the address (no list follows).  At most
-``max_creates`` creates are tried per allocation; a range the cluster has
-filled is a 409 naming it.
-
-The API is the truth: before a claim whose rows are all bound is answered
-again, each row's object must still be there (the watched state says so
-when its block is watched and synced, else one GET).  An object gone is
-re-created with the same address (an atomic create) first, and also as soon
-as the watch reports its deletion (:mod:`.cluster_repair`, on its own
-thread).  If someone else took the address meanwhile, that is an ERROR log,
-a ``/health`` warning and a counter naming both claims, and the retry is an
-error naming both: never the old address silently.  A release marks its
-rows ``releasing`` before it deletes, so its own deletes are not repaired.
-
-A gen1 request names the claim only by UID; the parentRef's namespace and
-name then come from the journal (an earlier try) or from the claims of this
-node's pods (:class:`~.node_claims.NodeClaims`: a watch of the node's own
-pods, a GET per claim name; never a cluster-wide list); a UID the view
-cannot name is a 500 the kubelet retries, never a guess.
-
-When the API cannot be reached or answers 5xx, a new claim gets
-:class:`~dranet_cloud.toolkit.errors.ProviderUnavailable` (the server answers 500,
-the kubelet retries) and never an address the API did not confirm; claims
-already bound in the journal keep their answers (a GET that fails answers
-from the journal; the watch repairs what it learns later).
-
-API calls never run on an event loop: :meth:`ClusterIpam.allocate` and
-:meth:`~ClusterIpam.release` raise :class:`~dranet_cloud.toolkit.errors.WouldBlock` before
-calling the API on a thread that runs one, so a caller that tried them there
-(the server's store lane) runs them on a worker thread instead.
+The API is the truth: a bound claim is answered again only while its objects
+exist (watched state, else one GET); one gone is re-created with the same
+address (:mod:`.repair`, also on the watch's delete).  If someone else took it
+meanwhile: an ERROR log, a ``/health`` warning, a counter and an error naming
+both claims, never the old address silently.  A release marks rows
+``releasing`` first so its own deletes are not repaired.  A gen1 request's
+UID is named from the journal or :class:`~dranet_cloud.ipam.node_claims.NodeClaims`,
+never guessed.  When the API fails a new claim gets ``ProviderUnavailable``
+(500, the kubelet retries), never an unconfirmed address; bound claims keep
+their answers.  API calls never run on an event loop (``WouldBlock``, so the
+server's store lane moves them to a worker thread).
 """
 
 from __future__ import annotations
@@ -522,7 +495,7 @@ class ClusterIpam:
         ``everyone`` (``ipam gc`` run once by an operator) judges every object
         of the project instead (one list), except those of another node whose
         Node object exists: that node reclaims its own.  Objects of nodes
-        that vanished are otherwise the Lease holder's (:mod:`.cluster_reclaimer`).
+        that vanished are otherwise the Lease holder's (:mod:`.reclaimer`).
         """
         result = ClusterReclaimResult()
         if not dry_run:
@@ -776,12 +749,8 @@ class ClusterIpam:
     def _named(
         self, owner: Owner, claim: ClaimReference | None, asked_at: float, budget: _Budget
     ) -> ClaimReference:
-        """``claim`` with its namespace and name, which the parentRef must carry.
-
-        gen2 DRANET sends them; for a gen1 request (UID only) they come from
-        the journal (an earlier try of this claim) or else from the claims of
-        this node's pods (:class:`~.node_claims.NodeClaims`): never a guess.
-        """
+        """``claim`` with the namespace and name the parentRef must carry (gen2 DRANET
+        sends them; gen1's come from the journal or ``self.claims``, never a guess)."""
         if claim is not None and claim.namespace and claim.name:
             return claim
         pods = claim.pods if claim is not None else ()

@@ -2,9 +2,9 @@
 
 The marks on the ``IPAddress`` objects this project owns (the manager label,
 the claim, node, device and pool in labels and annotations, the parent
-reference's kind) are read back by the allocator (:mod:`.cluster`: is this
+reference's kind) are read back by the allocator (:mod:`.allocator`: is this
 object ours, for this claim?) and by the cluster-wide sweep
-(:mod:`.cluster_reclaim`: which claim does it name?), so they live here,
+(:mod:`.reclaim`: which claim does it name?), so they live here,
 beside :class:`IPAddressApi`, the calls both make: neither of the two
 modules imports the other.
 """

@@ -1,10 +1,8 @@
 """The node's SQLite store as the journal of a cluster-scope allocator.
 
-In cluster scope an address belongs to a claim only once the Kubernetes API
-created its ``IPAddress`` object (:mod:`.cluster`).  The node's store keeps
-doing what it does in node scope (one row per address in ``allocations``,
-identities, claim references) and records, in one more table of the same
-file, where each row stands with the API:
+An address belongs to a claim only once the API created its ``IPAddress``
+(:mod:`.allocator`).  The node store works as in node scope and records, in
+one more table of the same file, where each row stands with the API:
 
 * ``pending``: the intent.  The row was committed *before* the create was
   sent, so a crash, a lost reply or a timeout leaves a trace that the next
@@ -19,12 +17,11 @@ file, where each row stands with the API:
 A row without a record in that table was written in node scope (the node
 switched scopes); the allocator treats it like an intent.
 
-The subclass changes two things of :class:`~.sqlite.SqliteStore` while a
-cluster call runs on the thread (:func:`cluster_call`): candidate search
-also skips what the range's :class:`RangeView` shows taken elsewhere in the
-cluster, and each inserted row gets its ``pending`` record in the same
-transaction.  Everything else (identities, group commit, static conflicts)
-is the node store's own code.
+While a cluster call runs on the thread (:func:`cluster_call`) the
+candidate search of :class:`~dranet_cloud.ipam.node.sqlite.SqliteStore` also
+skips what the range's :class:`RangeView` shows taken elsewhere, and each
+inserted row gets its ``pending`` record in the same transaction; the rest is
+the node store's own code.
 """
 
 from __future__ import annotations
@@ -67,7 +64,7 @@ _ROW_COLUMNS = (
 class RangeView:
     """The addresses of one range that the cluster holds, as far as this node knows.
 
-    Fed by the range's watch (:mod:`.cluster_view`: the objects of the blocks
+    Fed by the range's watch (:mod:`.range_view`: the objects of the blocks
     this node uses), by this node's own creates and deletes, and by every 409
     it meets (an address someone holds that the watch does not show: an
     object without a block label, or one the watch has not delivered yet).

@@ -2,7 +2,7 @@
 
 Listing every ``IPAddress`` of a range costs the API server the whole range
 for each node, so a node watches only its part of it.  Each object this
-project creates carries :data:`~.cluster_api.BLOCK_LABEL`
+project creates carries :data:`~.api.BLOCK_LABEL`
 (``<range id>.<block index>``, 64 addresses a block), and a node's view of a
 range is ONE :class:`~dranet_cloud.kube.informer.Informer` with the label
 selector ``block in (...)`` over the blocks it uses: the block of its home
@@ -11,13 +11,11 @@ block it is allocating from.  Moving on to a new block widens the selector
 (:meth:`~dranet_cloud.kube.informer.Informer.widen`: the informer lists the
 new block alone, from the watch cache, and watches on from where it was).
 
-What the informer stores feeds the :class:`~.cluster_journal.RangeView` the
+What the informer stores feeds the :class:`~.journal.RangeView` the
 candidate search merges with the journal; a DELETED event of an object is
 handed to ``on_deleted`` (the allocator's repair queue: never repaired on
-the informer's thread).  Objects without a block label are not seen here:
-the create's 409 is what keeps addresses unique, and the 409 teaches the
-view (:meth:`RangeView.add`), so a stale or partial view costs a wasted
-write, never a duplicate.
+the informer's thread).  Objects without a block label are not seen here;
+the 409s teach the view those (see :class:`~.journal.RangeView`).
 """
 
 from __future__ import annotations

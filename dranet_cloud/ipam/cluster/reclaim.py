@@ -9,9 +9,9 @@ that releases its claims deletes their objects; what is left is judged here,
 for three callers that each look at a bounded set of objects:
 
 * a node's collector: its own orphans (objects labelled with this node that
-  its journal does not hold), from its watches (:meth:`~.cluster.ClusterIpam.cluster_reclaim`);
+  its journal does not hold), from its watches (:meth:`~.allocator.ClusterIpam.cluster_reclaim`);
 * the one reclaimer that holds the Lease: the objects of nodes that no longer
-  exist (:mod:`.cluster_reclaimer`);
+  exist (:mod:`.reclaimer`);
 * ``ipam gc --kubernetes --ipam-scope cluster`` run once by an operator:
   every object of the project, but never one of a node whose Node exists.
 

@@ -1,7 +1,7 @@
 """One reclaimer for what no node owns: the IPAddress objects of nodes that vanished.
 
 A node reclaims its own objects (its journal's releases, its own orphans:
-:meth:`~.cluster.ClusterIpam.cluster_reclaim`).  A node that was deleted,
+:meth:`~.allocator.ClusterIpam.cluster_reclaim`).  A node that was deleted,
 reinstalled or lost its disk cannot, and if every node swept every other
 node's objects, each would list the whole project cluster-wide on every run.
 So one sidecar at a time does it: the holder of the ``coordination.k8s.io/v1``
@@ -15,7 +15,7 @@ client-go's timings: lease 15 s, renew 10 s, retry 2 s).  Only the holder:
 * every ``interval``, deletes (UID precondition) a kept object only when its
   node has been absent for at least the grace period, a GET of the Node
   still answers 404, and its claim is proven gone (GET of the parentRef's
-  namespace/name: 404 or another UID; :mod:`.cluster_reclaim`); otherwise
+  namespace/name: 404 or another UID; :mod:`.reclaim`); otherwise
   it is kept and checked again.
 
 A node whose Node object exists is never swept by another.  Losing the lease

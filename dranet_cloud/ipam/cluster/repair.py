@@ -2,7 +2,7 @@
 
 An ``IPAddress`` deleted by someone else (``kubectl delete``, another tool's
 clean-up) while its claim is live must come back before another node takes
-the address.  The range's watch (:mod:`.cluster_view`) tells the node at once;
+the address.  The range's watch (:mod:`.range_view`) tells the node at once;
 its handler runs on the informer's thread and only enqueues here.
 :class:`RepairQueue` runs the re-creates on a thread of its own (never on the
 informer's thread or an event loop), at most :data:`MAX_QUEUED` waiting: a

@@ -20,13 +20,14 @@ from dranet_cloud.ipam.base import Allocation, Owner, pick_identities
 from dranet_cloud.ipam.node.pool_counts import AllocationTally
 from dranet_cloud.ipam.requests import (
     RandomSource,
+    held_elsewhere,
     host_cidr,
     ordered_ranges,
     parse_static,
     require_collect_bounds,
     take_free,
+    warn_outside,
 )
-from dranet_cloud.toolkit.errors import AddressConflict
 from dranet_cloud.toolkit.iprange import IPRange
 from dranet_cloud.wire.claims import ClaimReference
 
@@ -176,12 +177,7 @@ class MemoryStore:
                 existing = next((a for a in held if _key_of(a)[0] == rng.version), None)
                 if existing is not None:
                     if existing.address not in rng:
-                        log.warning(
-                            "ipam: %s keeps %s although it is outside the range %s it asked for",
-                            owner,
-                            existing.address,
-                            rng,
-                        )
+                        warn_outside(log, owner, existing.address, rng)
                     result.append(existing.address)
                     continue
                 occupied = self._scan(rng.version)
@@ -207,11 +203,7 @@ class MemoryStore:
                 if holder is None:
                     new.append(Allocation(main, host_cidr(addr), True, now, claim))
                 elif holder.owner not in owners:
-                    raise AddressConflict(
-                        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
-                        f"(since {holder.created_at.isoformat()}); pick another address or "
-                        "release the holder's claim"
-                    )
+                    raise held_elsewhere(addr, owner, holder)
             for alloc in new:
                 self._add(alloc)
             self._record(main)

@@ -1,58 +1,45 @@
 """Reclaiming leaked allocations: free an address only when its claim is proven gone.
 
-DRANET never retries a release, so leaks are the provider's to reclaim
-(``unprepareResourceClaim`` in DRANET's ``pkg/driver/dra_hooks.go`` logs a
-failed ``ReleaseProfileConfig`` and reports the claim unprepared).  Freeing
-the address of a claim that still runs hands it to a second pod: duplicate
-IPs, the worst outcome this project can cause.
-So the rule here is *proof, not absence of news*:
+DRANET never retries a release (``unprepareResourceClaim`` in its
+``pkg/driver/dra_hooks.go`` logs a failed ``ReleaseProfileConfig`` and reports
+the claim unprepared), so leaks are the provider's to reclaim.  Freeing the
+address of a claim that still runs hands it to a second pod: duplicate IPs,
+the worst outcome this project can cause.  So the rule is *proof, not absence
+of news*: any error, timeout or partial answer frees nothing
+(:class:`NothingProven`).
 
-* the Kubernetes API (:class:`KubernetesClaims`): a claim whose namespace and
-  name were recorded is gone when ``GET`` answers 404 or an object with
-  another UID (deleted, or deleted and recreated under the same name); a
-  claim known only by UID is gone when a *complete* paginated list of every
-  ResourceClaim lacks its UID.  Any error, timeout or partial list proves
-  nothing and frees nothing (:class:`NothingProven`).  With the node's name,
-  :class:`~.node_claims.NodeClaims` (the claims of this node's pods) is the
-  source instead: it names UID-only claims from the pods and lists every
-  claim only for UIDs no pod of the node ever showed;
-* a file for air-gapped nodes (:class:`ClaimsFile`): either ``kubectl get
-  resourceclaims -A -o json`` output (a ResourceClaimList is complete by
-  construction; unparsable, truncated or paged output proves nothing), or one
-  UID a line ending with the line :data:`COMPLETE_MARKER`, which the writer
-  appends only after the list succeeded.  An empty or unmarked file proves
-  nothing: a failed ``kubectl`` or a ``> file`` redirection that truncated
-  first must never read as "no claim is live".
+* The API (:class:`KubernetesClaims`): a claim with a recorded namespace/name
+  is gone when ``GET`` answers 404 or another UID (deleted, or recreated under
+  the name); a UID-only claim is gone when a *complete* list of every
+  ResourceClaim lacks it.  With the node's name,
+  :class:`~dranet_cloud.ipam.node_claims.NodeClaims` (this node's pods) names
+  UID-only claims instead and lists only for UIDs no pod showed.
+* A file for air-gapped nodes (:class:`ClaimsFile`): ``kubectl get
+  resourceclaims -A -o json`` output (complete by construction; unparsable,
+  truncated or paged output proves nothing), or one UID a line ending with
+  :data:`COMPLETE_MARKER`, appended only after the list succeeded, so a failed
+  ``kubectl`` or a truncating ``> file`` never reads as "no claim is live".
 
-A grace period covers claims prepared after the evidence was taken: an
-allocation younger than the evidence minus the grace is kept whatever the
-evidence says.  Reclaiming runs outside the store: ``list()``, decide, then
-``release(owner)`` after checking the owner's allocations are still the ones
-that were judged.
+An allocation younger than the evidence minus the grace period is kept
+whatever the evidence says.  Reclaiming runs outside the store: ``list()``,
+decide, then ``release(owner)`` once the owner's allocations are checked to
+be the ones judged.  Guards against evidence from the wrong place or size:
 
-Three guards against evidence from the wrong place or of the wrong size:
-
-* *the cluster*: a claim of another cluster is "gone" from this one, so an
-  API that is not the node's own would free every live address.  The store
-  records the identity of the cluster its claims came from (the
-  ``kube-system`` Namespace UID, the ID that lasts the cluster's life in
-  Kubernetes KEP-2149, ``keps/sig-multicluster/2149-clusterid``), and a run
-  whose API answers another UID frees nothing (:class:`ClusterMismatch`,
-  naming both UIDs and the kubeconfig).  A cluster is recorded only from
-  proof, never from first contact: by ``serve`` whose API answered
-  (:mod:`.cluster_identity`), by a run that found at least one claim the
-  store holds *live* in that cluster (a claim's UID is random: no other
-  cluster has it), or by ``--adopt-cluster``.  A run on a store with no
-  recorded cluster and no live claim frees nothing and records nothing
-  (:class:`ClusterUnproven`); nor does a refused or failed run record;
-* *everything at once*: a run whose evidence says every claim of a store of
-  :data:`FORCE_THRESHOLD` or more allocations is gone stops and asks for
-  ``--force`` (:class:`WouldFreeEverything`): a drained node rarely leaks
-  that much, a broken API or a wrong context always looks like it;
-* *batches*: claims named by namespace/name are proven (one GET each) and
-  freed :data:`CLAIM_BATCH` at a time, newest first, under one time budget
-  for the run: a late error or an exhausted budget keeps what was freed
-  before it (:class:`RunCutShort`), and the error names the budget's flag.
+* *the cluster*: a claim of another cluster is "gone" from this one, so the
+  store records the cluster its claims came from (the ``kube-system``
+  Namespace UID, which lasts the cluster's life: KEP-2149,
+  ``keps/sig-multicluster/2149-clusterid``) and another UID frees nothing
+  (:class:`ClusterMismatch`).  It is recorded only from proof
+  (:func:`record_cluster`), never from first contact or by a refused or
+  failed run; without it see :class:`ClusterUnproven`;
+* *everything at once*: evidence that every claim of a store of
+  :data:`FORCE_THRESHOLD`+ allocations is gone needs ``--force``
+  (:class:`WouldFreeEverything`): a drained node rarely leaks that much, a
+  broken API or a wrong context always looks like it;
+* *batches*: named claims are proven (one GET each) and freed
+  :data:`CLAIM_BATCH` at a time, newest first, under one budget per run; a
+  late error keeps what was freed before it (:class:`RunCutShort`) and names
+  the budget's flag.
 """
 
 from __future__ import annotations
@@ -622,13 +609,8 @@ def reclaim(
 ) -> ReclaimResult:
     """Free the allocations whose claims ``source`` proves gone, batch by batch.
 
-    Raises :class:`NothingProven` (nothing freed) when the source cannot
-    prove anything or speaks for another cluster; :class:`ClusterUnproven`
-    when the store records no cluster and no claim it holds is live in the
-    source's; :class:`WouldFreeEverything` when every claim of a store of
-    :data:`FORCE_THRESHOLD` or more allocations is gone and ``force`` is not
-    set; :class:`RunCutShort` (with what was freed) when the evidence failed
-    part-way.  With no allocation, the source is not asked.
+    Raises :class:`NothingProven` or a subclass (each says when); with no
+    allocation, the source is not asked.
 
     Frees wait until a batch shows a live claim: until then the run may yet
     turn out to be "every claim is gone", which only ``force`` frees (and,

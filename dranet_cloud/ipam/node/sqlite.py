@@ -2,9 +2,9 @@
 
 Why it is safe:
 
-* every operation is one ``BEGIN IMMEDIATE`` transaction, so it takes the
-  database's write lock before it reads anything it will decide on; two
-  processes can never both see an address as free;
+* every operation takes the write lock before it reads anything it will
+  decide on (:mod:`.transactions`): two processes never both see an address
+  free;
 * ``UNIQUE (family, addr_key)`` is the last guard: even a bug above it cannot
   store an address twice, and a partial unique index keeps one dynamic
   allocation per owner and family;
@@ -21,11 +21,8 @@ directly.  An allocation costs one index seek plus the length of the occupied
 run at its random start (see :mod:`.freesearch`); nothing enumerates the range
 or reads the whole table.
 
-The store is built from three modules beside this one: :mod:`.sqlite_schema`
-(the tables, their version, migrations), :mod:`.sqlite_rows` (an allocation
-as a row, and the queries a write is made of) and
-:mod:`.sqlite_transactions` (the connection, group commits and the deferred
-writes of the server's event loop).
+Beside it: :mod:`.schema` (tables, migrations), :mod:`.rows` (the queries a
+write is made of) and :mod:`.transactions` (connection, group commits).
 """
 
 from __future__ import annotations
@@ -58,13 +55,15 @@ from dranet_cloud.ipam.node.transactions import DEFAULT_BUSY_TIMEOUT, SqliteTran
 from dranet_cloud.ipam.requests import (
     InvalidIpamRequest,
     RandomSource,
+    held_elsewhere,
     host_cidr,
     ordered_ranges,
     parse_static,
     require_collect_bounds,
     take_free,
+    warn_outside,
 )
-from dranet_cloud.toolkit.errors import AddressConflict, ConfigError
+from dranet_cloud.toolkit.errors import ConfigError
 from dranet_cloud.toolkit.iprange import IPRange
 from dranet_cloud.wire.claims import ClaimReference
 
@@ -277,12 +276,7 @@ class SqliteStore(SqliteTransactions):
                     # Compared as stored (family, hex key): parsing the CIDR text
                     # again was a good part of a kubelet retry's cost.
                     if not int(rng.start) <= int(existing[1], 16) <= int(rng.end):
-                        log.warning(
-                            "ipam: %s keeps %s although it is outside the range %s it asked for",
-                            owner,
-                            existing[2],
-                            rng,
-                        )
+                        warn_outside(log, owner, existing[2], rng)
                     result.append(existing[2])
                     continue
                 occupied = self._scan(conn, rng.version)
@@ -317,11 +311,7 @@ class SqliteStore(SqliteTransactions):
                 holder = sqlite_rows.to_allocation(row)
                 same = holder.owner.pool == owner.pool and holder.owner.claim_uid == owner.claim_uid
                 if not same or holder.owner.device not in devices:
-                    raise AddressConflict(
-                        f"ipam: {addr} requested by {owner} is already held by {holder.owner} "
-                        f"(since {holder.created_at.isoformat()}); pick another address or "
-                        "release the holder's claim"
-                    )
+                    raise held_elsewhere(addr, owner, holder)
             if wanted:
                 sqlite_rows.record_keys(conn, main, devices)
                 sqlite_rows.fill_claim(conn, owner, devices, claim)

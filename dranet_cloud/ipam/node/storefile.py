@@ -1,12 +1,10 @@
 """The IPAM database as a file: is it still the one we opened, and may we start a new one?
 
-SQLite keeps writing to the file it opened, whatever happens to the path:
-with the database deleted (or replaced by a restore, a ``mv``, a wiped
-hostPath) under a running server, every commit succeeds into an unlinked
-inode that no process will read again, and a restart hands the same
-addresses out afresh.  And a zero-byte or schema-less file, or a missing
-file where a store lived, opened as "a new store" silently forgets every
-allocation.  So:
+SQLite keeps writing to the file it opened: with the database deleted or
+replaced (a restore, a ``mv``, a wiped hostPath) under a running server, every
+commit goes to an unlinked inode and a restart hands the same addresses out
+afresh; and a zero-byte, schema-less or missing file where a store lived,
+opened as "a new store", forgets every allocation.  So:
 
 * at open, the identity (device, inode) of the database and of its ``-wal``
   and ``-shm`` files is recorded; :func:`file_problem` compares it with

@@ -74,14 +74,11 @@ class WriteGroup:
 
 class DeferredWrites:
     """What :meth:`SqliteTransactions.deferred_writes` collected: the groups left
-    open, and whether a step would have had to wait.
+    open (not durable until committed), and whether a step would have had to wait.
 
-    Their writes are not durable, and nobody may learn of them, until
-    :meth:`SqliteTransactions.commit_deferred` (or
-    :meth:`SqliteTransactions.commit_if_clean`) has committed every group
-    listed here.  ``blocked`` is the first :class:`WouldBlock` raised in the
-    scope: once set, the request's outcome, whatever the code between the
-    caller and the store made of the exception, is not its answer.
+    ``blocked`` is the first :class:`WouldBlock` raised in the scope: once
+    set, the request's outcome, whatever the code between the caller and the
+    store made of the exception, is not its answer.
     """
 
     __slots__ = ("batches", "blocked", "store")
@@ -120,8 +117,6 @@ class SqliteTransactions:
         self.path = str(path)
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
-        # Group commit: writers that arrive while another holds the lock join
-        # its open transaction; the last one in commits for all (see _transaction).
         self._count_lock = threading.Lock()
         self._waiting = 0
         self._batch: WriteGroup | None = None
@@ -269,15 +264,8 @@ class SqliteTransactions:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write, atomic, committed together with writes that arrive meanwhile.
-
-        Group commit: each write runs in a SAVEPOINT of one shared ``BEGIN
-        IMMEDIATE`` transaction, so a failing write rolls back only itself.
-        A writer that sees others waiting for the lock leaves the transaction
-        open for them and waits; the last one commits for the whole group.
-        With ``synchronous=FULL`` that is one fsync for many allocations, and
-        nobody gets an answer before its allocation is durable.
-        """
+        """One write, atomic, committed together with writes that arrive meanwhile
+        (the group commit of the module doc)."""
         scope = self._lock_for(waiting=True)
         failed: BaseException | None = None
         handoff = False
