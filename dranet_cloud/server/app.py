@@ -696,22 +696,8 @@ class ByodpApp:
         return job
 
 
-def create_app(
-    host: ProviderHost,
-    *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    access_log: bool = True,
-    workers: int = DEFAULT_WORKERS,
-    store_health: Callable[[], str | None] | None = None,
-) -> ByodpApp:
-    """The ASGI application serving ``host``, which must be started."""
-    return ByodpApp(
-        host,
-        max_body_bytes=max_body_bytes,
-        access_log=access_log,
-        workers=workers,
-        store_health=store_health,
-    )
+# The ASGI application serving a host, which must be started.
+create_app = ByodpApp
 
 
 __all__ = [
