@@ -94,7 +94,7 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or with ``only`` the parser of that one sub-command."""
+    """The whole parser, or with ``only`` just the commands of its module."""
     parser = Parser(
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
@@ -133,10 +133,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if exc.name and exc.name.endswith(name):
                 continue  # sub-command not shipped in this build
             raise
-        if only is not None and "only" in module.register.__code__.co_varnames:
-            module.register(sub, only=only)  # a module with several commands builds just one
-        else:
-            module.register(sub)
+        module.register(sub)
     return parser
 
 
