@@ -179,7 +179,7 @@ def add_ipam_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-# The variable --ipam-scope defaults from (read without importing the IPAM package).
+# The variable --ipam-scope defaults from.
 _SCOPE_ENV = "DRANET_CLOUD_IPAM_SCOPE"
 
 

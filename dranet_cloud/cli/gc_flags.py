@@ -2,9 +2,6 @@
 
 Both read durations (``--grace``, ``--gc-interval``) with :func:`parse_duration`,
 which lives here so that neither command module imports the other.
-
-Parsers are built on every run, so nothing here imports lightkube: the
-Kubernetes client is made only when a command that needs it runs.
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from dranet_cloud.ipam.node.reclaim import (
+    COMPLETE_MARKER,
     DEFAULT_GRACE,
     ClaimsFile,
     ClaimSource,
@@ -24,9 +22,7 @@ from dranet_cloud.ipam.node_claims import NodeClaims
 from dranet_cloud.kube import KubeClient
 from dranet_cloud.toolkit.errors import ConfigError
 
-# Mirrors dranet_cloud.ipam.node.reclaim.COMPLETE_MARKER for the help text without
-# importing the IPAM package (and sqlite3) on every run; a test keeps them equal.
-COMPLETE_MARKER_HELP = "# complete"
+COMPLETE_MARKER_HELP = COMPLETE_MARKER
 
 KUBECONFIG_HELP = (
     "kubeconfig file for the Kubernetes API (default: $KUBECONFIG, else the pod's service account)"

@@ -33,18 +33,18 @@ from dranet_cloud.cli.gc_flags import (
 )
 from dranet_cloud.cli.helptext import add_command
 from dranet_cloud.cli.output import add_output_flag, emit_json, emit_table, natural_key
-from dranet_cloud.ipam import IPAM_DB_ENV, Allocation, SqliteStore, resolve_db_path
+from dranet_cloud.ipam import (
+    DEFAULT_IPAM_DB,
+    IPAM_DB_ENV,
+    Allocation,
+    SqliteStore,
+    resolve_db_path,
+)
 from dranet_cloud.ipam.cluster.allocator import open_cluster_ipam
 from dranet_cloud.ipam.cluster.journal import ClusterJournal
 from dranet_cloud.ipam.node.backup import backup
 from dranet_cloud.ipam.node.reclaim import ClaimsFile, RunCutShort, reclaim
 from dranet_cloud.toolkit.errors import ConfigError, DranetCloudError
-
-# Every command's parser is built on every run, so the store (and sqlite3) is
-# imported only by the handlers; these mirror dranet_cloud.ipam.node.sqlite's
-# IPAM_DB_ENV and DEFAULT_IPAM_DB for the help text (a test keeps them equal).
-_DB_ENV_HELP = "DRANET_CLOUD_IPAM_DB"
-_DB_DEFAULT_HELP = "/var/lib/dranet-cloud/ipam.db"
 
 
 def read_live_claims(path: str) -> list[str]:
@@ -293,7 +293,7 @@ def _add_db_flag(parser: argparse.ArgumentParser) -> None:
         "--ipam-db",
         metavar="PATH",
         default=None,
-        help=f"IPAM SQLite database (env {_DB_ENV_HELP}, default {_DB_DEFAULT_HELP})",
+        help=f"IPAM SQLite database (env {IPAM_DB_ENV}, default {DEFAULT_IPAM_DB})",
     )
 
 

@@ -46,21 +46,6 @@ log = logging.getLogger("dranet_cloud")
 
 
 class _Formatter(argparse.HelpFormatter):
-    """argparse's formatter without ``import shutil`` (and bz2, lzma) on every start.
-
-    ``add_argument`` builds a formatter to check each flag, and the stock one
-    imports shutil for the terminal width; the same width comes from ``os``.
-    """
-
-    def __init__(self, prog: str, **kwargs: Any) -> None:
-        if kwargs.get("width") is None:
-            try:
-                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(2).columns
-            except (ValueError, OSError):
-                columns = 80
-            kwargs["width"] = columns - 2
-        super().__init__(prog, **kwargs)
-
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         """Text with line breaks (a command's examples) is printed as written."""
         if "\n" in text:
@@ -109,7 +94,7 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or with ``only`` the parser of that one sub-command."""
+    """The whole parser, or with ``only`` just the commands of its module."""
     parser = Parser(
         prog="dranet-cloud",
         description="Tell DRANET what the cloud knows about this node's NICs.",
@@ -148,10 +133,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if exc.name and exc.name.endswith(name):
                 continue  # sub-command not shipped in this build
             raise
-        if only is not None and "only" in module.register.__code__.co_varnames:
-            module.register(sub, only=only)  # a module with several commands builds just one
-        else:
-            module.register(sub)
+        module.register(sub)
     return parser
 
 

@@ -39,31 +39,25 @@ from dranet_cloud.node.nic import local_nics
 T = TypeVar("T")
 
 
-def register(sub: Any, only: str | None = None) -> None:
-    """The three commands, or with ``only`` just that one."""
-    if only in (None, "detect"):
-        p = add_command(
-            sub,
-            "detect",
-            """decide which cloud plugin this node uses
+def register(sub: Any) -> None:
+    p = add_command(
+        sub,
+        "detect",
+        """decide which cloud plugin this node uses
 
-            Decide which cloud plugin this node uses, as `serve` does at start-up: local
-            evidence (DMI, sysfs) first, a metadata probe only when asked or named. A named or
-            detected provider must load its instance, or the command fails.
+        Decide which cloud plugin this node uses, as `serve` does at start-up: local
+        evidence (DMI, sysfs) first, a metadata probe only when asked or named. A named or
+        detected provider must load its instance, or the command fails.
 
-            dranet-cloud detect
-            dranet-cloud detect --cloud-provider-hint gce -o json
-            dranet-cloud detect --host-root /host --probe-metadata
-            """,
-        )
-        add_provider_flags(p)
-        add_output_flag(p)
-        p.set_defaults(func=run_detect)
-    if only in (None, "describe", "profile"):
-        _register_describe_profile(sub)
+        dranet-cloud detect
+        dranet-cloud detect --cloud-provider-hint gce -o json
+        dranet-cloud detect --host-root /host --probe-metadata
+        """,
+    )
+    add_provider_flags(p)
+    add_output_flag(p)
+    p.set_defaults(func=run_detect)
 
-
-def _register_describe_profile(sub: Any) -> None:
     p = add_command(
         sub,
         "describe",

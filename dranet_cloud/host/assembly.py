@@ -149,7 +149,7 @@ def describe_document(
         devices = [nic.identifiers() for nic in local_nics(host.context.host_root)]
     out: dict[str, Any] = {
         "provider": host.cloud or "none",
-        "instance": host.describe_instance(),
+        "instance": inst.summary() if (inst := host.instance()) is not None else None,
         "devices": [],
     }
     for dev in devices:

@@ -59,6 +59,7 @@ from dranet_cloud.wire.models import (
 log = logging.getLogger(__name__)
 # How many NICs a claim named but the node does not show are remembered as warned.
 _UNSEEN_WARNED = 1024
+_CACHE_SIZE = 1024  # devices whose attributes and config are cached
 
 PROFILE_FROM_CLOUD = "cloud"
 
@@ -85,6 +86,10 @@ class ProviderHost:
     called from several threads.
     """
 
+    # Seconds between metadata reloads, and before a MAC a reload lacked asks again.
+    refresh_interval = 10.0
+    unknown_mac_backoff = 60.0
+
     def __init__(
         self,
         *,
@@ -99,9 +104,6 @@ class ProviderHost:
         ipam_factory: Callable[[], IpamStore] | None = None,
         registry: PluginRegistry | None = None,
         profile_routes: Mapping[str, str] | None = None,
-        refresh_interval: float = 10.0,
-        unknown_mac_backoff: float = 60.0,
-        cache_size: int = 1024,
     ) -> None:
         self.registry = registry or PluginRegistry()
         self.cloud_provider_hint = cloud_provider_hint or ""
@@ -124,8 +126,6 @@ class ProviderHost:
             self.context._ipam = ipam
         self.budget = AttributeBudget.with_floor(opts.dranet_attribute_floor)
         self._rankings: dict[str, list[str] | None] = {}
-        self.refresh_interval = refresh_interval
-        self.unknown_mac_backoff = unknown_mac_backoff
         self._unknown_macs: dict[str, float] = {}  # MAC -> when a reload still lacked it
         self._refresh_lock = threading.Lock()
         # Claims for a NIC the node does not show (``/metrics``), warned once per NIC.
@@ -138,8 +138,8 @@ class ProviderHost:
         self._lock = threading.RLock()
         # Keyed by the NIC's resolved identity (MAC, else PCI, else name),
         # never by the name DRANET sent: names move between NICs.
-        self._attr_cache: LRUCache[str, AttributeMap] = LRUCache(maxsize=cache_size)
-        self._config_cache: LRUCache[str, NetworkConfig | None] = LRUCache(maxsize=cache_size)
+        self._attr_cache: LRUCache[str, AttributeMap] = LRUCache(maxsize=_CACHE_SIZE)
+        self._config_cache: LRUCache[str, NetworkConfig | None] = LRUCache(maxsize=_CACHE_SIZE)
         self._last_refresh: dict[str, float] = {}
         self._started = False
 
@@ -298,10 +298,6 @@ class ProviderHost:
     def instance(self, name: str | None = None) -> InstanceSnapshot | None:
         key = name or self.cloud
         return self._instances.get(key) if key else None
-
-    def describe_instance(self) -> dict[str, Any] | None:
-        inst = self.instance()
-        return inst.summary() if inst is not None else None
 
     # --- devices -------------------------------------------------------------
 

@@ -24,8 +24,6 @@ HOST_ROOT_ENV = "DRANET_CLOUD_HOST_ROOT"
 RTF_REJECT = 0x0200
 
 
-# Records are NamedTuples, not dataclasses: auto-detection imports this module
-# on every node, and dataclasses (with inspect) costs more than detecting.
 class Inet6Address(NamedTuple):
     """One line of ``/proc/net/if_inet6``."""
 
@@ -64,18 +62,9 @@ class HostRoot:
     """A view of a node's ``/sys`` and ``/proc`` under ``root``."""
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
-        # Files are read by string path: auto-detection on a bare node reads a
-        # few DMI files and must not pay for importing pathlib.
-        self._root = os.fspath(root)
-        self._root_path: Path | None = None
+        self.root = Path(root)
+        self._root = os.fspath(root)  # files are read by string path, without Path objects
         self._dmi: dict[str, str | None] | None = None
-
-    @property
-    def root(self) -> Path:
-        """The root directory (pathlib is imported on first use)."""
-        if self._root_path is None:
-            self._root_path = Path(self._root)
-        return self._root_path
 
     @classmethod
     def from_env(cls, root: str | os.PathLike[str] | None = None) -> HostRoot:
@@ -90,7 +79,6 @@ class HostRoot:
         return self.root / absolute.lstrip("/")
 
     def _join(self, absolute: str) -> str:
-        """:meth:`path` as a string, without pathlib."""
         return os.path.join(self._root, absolute.lstrip("/"))
 
     def read_text(self, absolute: str) -> str | None:

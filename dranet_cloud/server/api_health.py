@@ -30,7 +30,7 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from dranet_cloud.ipam.base import IpamStore
 from dranet_cloud.ipam.cluster.identity import check_cluster
 from dranet_cloud.ipam.node.reclaim import ClusterMismatch, api_where
 from dranet_cloud.kube import KubeError
-from dranet_cloud.kube.ipaddress import IPAddressObject, ParentRef
+from dranet_cloud.kube.ipaddress import IPAddressObject
 from dranet_cloud.toolkit.logsafe import safe
 
 __all__ = ["BACKOFF", "START_DEADLINE", "ApiCheck", "ApiHealth", "GatedApi"]
@@ -306,24 +306,14 @@ class GatedApi:
         self.inner = inner
         self.health = health
 
-    def create_ip_address(
-        self,
-        name: str,
-        parent: ParentRef,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        *,
-        deadline: float | None = None,
-    ) -> IPAddressObject:
+    def create_ip_address(self, *args: Any, deadline: float | None = None) -> IPAddressObject:
         self.health.require(deadline)
-        obj: IPAddressObject = self.inner.create_ip_address(
-            name, parent, labels, annotations, deadline=deadline
-        )
+        obj: IPAddressObject = self.inner.create_ip_address(*args, deadline=deadline)
         return obj
 
-    def delete_ip_address(self, name: str, uid: str, *, deadline: float | None = None) -> Any:
+    def delete_ip_address(self, *args: Any, deadline: float | None = None) -> Any:
         self.health.require(deadline)
-        return self.inner.delete_ip_address(name, uid, deadline=deadline)
+        return self.inner.delete_ip_address(*args, deadline=deadline)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # reads, and anything else the store may ask

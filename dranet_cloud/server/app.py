@@ -590,7 +590,11 @@ class ByodpApp:
     # --- endpoints (parse on the loop, return the blocking part) ------------------
 
     def _device_job(
-        self, path: str, doc: Any, call: Callable[[DeviceIdentifiers], Reply]
+        self,
+        path: str,
+        doc: Any,
+        call: Callable[[DeviceIdentifiers], T],
+        encode: Callable[[T], Any],
     ) -> Callable[[], Reply] | Reply:
         device = DeviceIdentifiers.model_validate(doc)
         if not self._cloud:
@@ -598,27 +602,22 @@ class ByodpApp:
         problem = device_limit_problem(device)
         if problem:
             return text_reply(400, f"invalid request body for {path}: {problem}")
-        return lambda: call(device)
+
+        def job() -> Reply:
+            result = _call(path, f"device {safe(device.label())}", lambda: call(device))
+            return result if isinstance(result, tuple) else json_reply(encode(result))
+
+        return job
 
     def _device_attributes(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
-        def job(device: DeviceIdentifiers) -> Reply:
-            what = f"device {safe(device.label())}"
-            result = _call(path, what, lambda: self.host.device_attributes(device))
-            if isinstance(result, tuple):
-                return result
-            return json_reply({k: v.to_wire() for k, v in result.items()})
-
-        return self._device_job(path, doc, job)
+        return self._device_job(
+            path, doc, self.host.device_attributes, lambda a: {k: v.to_wire() for k, v in a.items()}
+        )
 
     def _device_config(self, path: str, doc: Any) -> Callable[[], Reply] | Reply:
-        def job(device: DeviceIdentifiers) -> Reply:
-            what = f"device {safe(device.label())}"
-            result = _call(path, what, lambda: self.host.device_config(device))
-            if isinstance(result, tuple):
-                return result
-            return json_reply((result or NetworkConfig()).to_wire())
-
-        return self._device_job(path, doc, job)
+        return self._device_job(
+            path, doc, self.host.device_config, lambda c: (c or NetworkConfig()).to_wire()
+        )
 
     def _claim_problem(self, path: str, device: DeviceIdentifiers, uid: str) -> Reply | None:
         problem = device_limit_problem(device) or claim_uid_problem(uid)
@@ -696,22 +695,8 @@ class ByodpApp:
         return job
 
 
-def create_app(
-    host: ProviderHost,
-    *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    access_log: bool = True,
-    workers: int = DEFAULT_WORKERS,
-    store_health: Callable[[], str | None] | None = None,
-) -> ByodpApp:
-    """The ASGI application serving ``host``, which must be started."""
-    return ByodpApp(
-        host,
-        max_body_bytes=max_body_bytes,
-        access_log=access_log,
-        workers=workers,
-        store_health=store_health,
-    )
+# The ASGI application serving a host, which must be started.
+create_app = ByodpApp
 
 
 __all__ = [

@@ -109,9 +109,7 @@ def _clear_stale_socket(path: str) -> None:
     )
 
 
-def bind_unix(
-    path: str, mode: int = DEFAULT_SOCKET_MODE, backlog: int = DEFAULT_BACKLOG
-) -> BoundSocket:
+def bind_unix(path: str, mode: int = DEFAULT_SOCKET_MODE) -> BoundSocket:
     """A listening unix socket at ``path`` with permission bits ``mode``."""
     parent = os.path.dirname(path) or "/"
     try:
@@ -124,7 +122,7 @@ def bind_unix(
         sock.bind(path)
         # Before listen(): nobody can connect while the mode is still the umask's.
         os.chmod(path, mode)
-        sock.listen(backlog)
+        sock.listen(DEFAULT_BACKLOG)
         inode = os.lstat(path).st_ino
     except OSError as exc:
         sock.close()
@@ -132,9 +130,7 @@ def bind_unix(
     return BoundSocket(sock=sock, url=f"unix://{path}", path=path, inode=inode)
 
 
-def bind_tcp(
-    host: str, port: int, backlog: int = DEFAULT_BACKLOG, *, flag: str = "--listen"
-) -> BoundSocket:
+def bind_tcp(host: str, port: int, *, flag: str = "--listen") -> BoundSocket:
     """A listening TCP socket; port 0 picks a free port, reported in ``url``."""
     try:
         infos = socket.getaddrinfo(
@@ -147,7 +143,7 @@ def bind_tcp(
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
-        sock.listen(backlog)
+        sock.listen(DEFAULT_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(f"{flag} {host}:{port}: cannot listen: {exc}") from exc

@@ -43,7 +43,7 @@ import logging
 import platform
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -62,16 +62,12 @@ from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.providers.local_ipam import PLUGIN_NAME, LocalIpamPlugin
 from dranet_cloud.server.app import ByodpApp
 from dranet_cloud.server.collector import PeriodicCollector
+from dranet_cloud.server.middleware import ASGIApp, Message, Receive, Scope, Send
 from dranet_cloud.server.protocol import ConnectionLimits
 from dranet_cloud.toolkit.iprange import IPRange
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 METRICS_PATH = "/metrics"
 KNOWN_PATHS = frozenset(

@@ -442,32 +442,16 @@ class MetadataClient:
         return self._get(path, params, until, deadline, timeout, headers)
 
     def get_text(
-        self,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        deadline: float | None = None,
-        timeout: float | None = None,
-        headers: Mapping[str, str] | None = None,
+        self, path: str, *, params: Mapping[str, str] | None = None, deadline: float | None = None
     ) -> str:
         """The body of ``path`` as text (UTF-8, stripped of nothing)."""
-        return self.get(
-            path, params=params, deadline=deadline, timeout=timeout, headers=headers
-        ).text
+        return self.get(path, params=params, deadline=deadline).text
 
     def get_json(
-        self,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        deadline: float | None = None,
-        timeout: float | None = None,
-        headers: Mapping[str, str] | None = None,
+        self, path: str, *, params: Mapping[str, str] | None = None, deadline: float | None = None
     ) -> Any:
         """The body of ``path`` parsed as JSON (``MetadataError`` if malformed)."""
-        return self.get(
-            path, params=params, deadline=deadline, timeout=timeout, headers=headers
-        ).json()
+        return self.get(path, params=params, deadline=deadline).json()
 
     def get_many(
         self,
