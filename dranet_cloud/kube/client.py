@@ -32,13 +32,9 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from lightkube import KubeConfig
-from lightkube.config.client_adapter import user_auth, verify_cluster
-from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from dranet_cloud.kube.ipaddress import (
     IPADDRESSES_PATH,
@@ -76,6 +72,9 @@ __all__ = [
     "KubeNotFound",
     "load_config",
 ]
+
+if TYPE_CHECKING:  # lightkube is imported where a client is built: it costs serve ~150 ms
+    from lightkube.config.kubeconfig import SingleConfig
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +233,8 @@ def _kubeconfig_from_file(path: str) -> SingleConfig | None:
     YAML error: a broken file the operator must fix, not a bug in this
     program, so it becomes a :class:`ConfigError` naming the file.
     """
+    from lightkube import KubeConfig
+
     try:
         return KubeConfig.from_file(path).get()
     except ConfigError:
@@ -255,6 +256,9 @@ def load_config(
 
     Raises :class:`ConfigError` naming the fix when there is no configuration.
     """
+    from lightkube import KubeConfig
+    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
     path = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     try:
         if path is not None:
@@ -300,6 +304,9 @@ class KubeClient:
         max_bytes: int = DEFAULT_MAX_BYTES,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
+        from lightkube.config.client_adapter import user_auth, verify_cluster
+        from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
         if timeout <= 0:
             raise ConfigError(f"kubernetes: the API timeout must be positive, got {timeout:g} s")
         config, self.source = load_config(kubeconfig, service_account_dir=service_account_dir)
