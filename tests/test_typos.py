@@ -31,6 +31,7 @@ from dranet_cloud.testing.cli import EXE, run_cli
 from dranet_cloud.testing.hostroot_builder import HostRootBuilder
 from dranet_cloud.toolkit.iprange import IPRange
 
+from .argv import serve_argv
 from .test_server_cli import ServeProcess, servers  # noqa: F401  (the fixture)
 
 ETH1_MAC = "0c:42:a1:00:00:11"
@@ -239,11 +240,7 @@ def test_host_bits_are_refused_with_the_network_meant(text: str, meant: str) -> 
 @pytest.mark.parametrize("spec", ["10.5.0.1/16", "eth1=10.5.0.1/16"])
 def test_serve_refuses_host_bits_in_an_ipam_range(tmp_path: Path, spec: str) -> None:
     res = run_cli(
-        "serve",
-        "--listen",
-        f"unix://{tmp_path}/s.sock",
-        "--cloud-provider-hint",
-        "none",
+        *serve_argv(tmp_path),
         "--host-root",
         str(tmp_path),
         "--ipam-db",
