@@ -96,13 +96,16 @@ def fake_emulator(nics: dict[str, int], faults: str | None = None) -> Emulator:
 
 
 class FakeProfile:
-    """Allocates from 10.99.0.0/24 for ipvlan claims; denies profile 'forbidden'."""
+    """Allocates from 10.99.0.0/24 for ipvlan claims; denies profile 'forbidden'.
+
+    Like every test peer, its hooks name only the arguments they read: pluggy passes a
+    hook implementation just the subset of the spec's arguments it asks for.
+    """
 
     @hookimpl
     def profile_config(
         self,
         context: ProviderContext,
-        instance: InstanceSnapshot | None,
         device: DeviceIdentifiers,
         claim_uid: str,
         config: NetworkConfig,
@@ -117,12 +120,7 @@ class FakeProfile:
 
     @hookimpl
     def release_profile_config(
-        self,
-        context: ProviderContext,
-        instance: InstanceSnapshot | None,
-        device: DeviceIdentifiers,
-        claim_uid: str,
-        config: NetworkConfig | None,
+        self, context: ProviderContext, device: DeviceIdentifiers, claim_uid: str
     ) -> bool:
         if claim_uid == "explode":
             raise RuntimeError("backend gone")

@@ -146,9 +146,10 @@ class Second:
         return attrs("second.example.com/only")
 
 
-def budget_host(tmp_path: Path) -> ProviderHost:
+def budget_host(tmp_path: Path, first: object | None = None, name: str = "chatty") -> ProviderHost:
+    """A started host on node() whose enrichers are ``first`` (Chatty by default), then Second."""
     reg = PluginRegistry(load_entry_points=False)
-    reg.register(Chatty(), "chatty")
+    reg.register(Chatty() if first is None else first, name)
     reg.register(Second(), "second")
     host = ProviderHost(
         cloud_provider_hint="none", host_root=str(node(tmp_path).root), registry=reg, env={}
@@ -286,14 +287,7 @@ class Lister:
 
 
 def lister_host(tmp_path: Path) -> ProviderHost:
-    reg = PluginRegistry(load_entry_points=False)
-    reg.register(Lister(), "lister")
-    reg.register(Second(), "second")
-    host = ProviderHost(
-        cloud_provider_hint="none", host_root=str(node(tmp_path).root), registry=reg, env={}
-    )
-    host.start()
-    return host
+    return budget_host(tmp_path, Lister(), "lister")
 
 
 def test_the_host_keeps_every_device_within_both_caps(

@@ -123,37 +123,12 @@ def test_describe_without_provider_lists_nics(
 def test_profile_without_provider_is_denied(
     bare_metal: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        [
-            "profile",
-            "get",
-            "--host-root",
-            str(bare_metal),
-            "--device",
-            "eno1",
-            "--claim-uid",
-            "c1",
-            "--ipam-memory",
-            "--config",
-            "-",
-        ][:-2]
-    )
+    argv = ["profile", "get", "--host-root", str(bare_metal), "--device", "eno1"]
+    argv += ["--claim-uid", "c1", "--ipam-memory"]
+    code = main(argv)
     assert code == 0  # no profile in the (empty) user config: nothing to ask
     config = json.dumps({"profile": "x", "interface": {"type": "IPVLAN"}})
-    res = run(
-        "profile",
-        "get",
-        "--host-root",
-        str(bare_metal),
-        "--device",
-        "eno1",
-        "--claim-uid",
-        "c1",
-        "--ipam-memory",
-        "--config",
-        "-",
-        stdin=config,
-    )
+    res = run(*argv, "--config", "-", stdin=config)
     assert res.returncode == 4
     assert "no profile provider" in res.stderr
 

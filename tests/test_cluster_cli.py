@@ -12,6 +12,7 @@ from dranet_cloud.cli.main import main as cli_main
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .argv import serve_argv
 from .test_server_cli import CLI, REPO
 
 MAC = "0c:42:a1:00:00:11"
@@ -159,11 +160,7 @@ def test_serve_refuses_cluster_scope_without_what_it_needs(
     extra = [str(tmp_path / "kc") if a == "K" else a for a in extra]
     (tmp_path / "kc").write_text("{}")
     res = run_cli(
-        "serve",
-        "--listen",
-        f"unix://{tmp_path}/s.sock",
-        "--cloud-provider-hint",
-        "none",
+        *serve_argv(tmp_path),
         "--ipam-range",
         "10.33.0.0/24",
         "--ipam-db",

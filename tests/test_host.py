@@ -137,6 +137,15 @@ def started(tmp_path: Path, emu_env: dict[str, str], **kw: object) -> ProviderHo
     return host
 
 
+def profile_host(tmp_path: Path) -> tuple[ProviderHost, MemoryStore]:
+    """A started host with the fake profile, and the IPAM store it allocates from, to read."""
+    store = MemoryStore()
+    with fake_emulator({MAC1: 8244}) as emu:
+        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
+    host.context._ipam = store
+    return host, store
+
+
 def test_attributes_validated_and_enriched(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -228,10 +237,7 @@ def test_profile_call_without_profile_name_is_a_400(tmp_path: Path) -> None:
 def test_profile_call_checks_first_and_asks_the_plugin_only_when_called(
     tmp_path: Path,
 ) -> None:
-    store = MemoryStore()
-    with fake_emulator({MAC1: 8244}) as emu:
-        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
-    host.context._ipam = store
+    host, store = profile_host(tmp_path)
     dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
     bad = NetworkConfig.model_validate({"profile": "p", "interface": {"addresses": ["10.0.0.1"]}})
     with pytest.raises(ProfileDenied, match="addresses-cidr"):
@@ -263,10 +269,7 @@ def test_unconfirmed_evidence_is_a_warning_naming_plugin_and_reason(
 
 
 def test_invalid_claim_allocates_nothing(tmp_path: Path) -> None:
-    store = MemoryStore()
-    with fake_emulator({MAC1: 8244}) as emu:
-        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
-    host.context._ipam = store
+    host, store = profile_host(tmp_path)
     dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
     # Built without validation, as a caller embedding the host might pass it.
     user = NetworkConfig.model_construct(
@@ -279,10 +282,7 @@ def test_invalid_claim_allocates_nothing(tmp_path: Path) -> None:
 
 
 def test_profile_answer_that_breaks_the_config_is_released(tmp_path: Path) -> None:
-    store = MemoryStore()
-    with fake_emulator({MAC1: 8244}) as emu:
-        host = started(tmp_path, emu.env, profile_provider="fakeprofile")
-    host.context._ipam = store
+    host, store = profile_host(tmp_path)
     dev = DeviceIdentifiers(name="eth1", mac_address=MAC1)
     # Valid on its own; the fake profile then adds addresses, which an
     # unnumbered subinterface cannot carry.

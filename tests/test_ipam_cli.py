@@ -211,34 +211,20 @@ def test_real_command_gc_and_list(db: Path, tmp_path: Path) -> None:
     live = tmp_path / "live.txt"
     live.write_text("claim-0\nclaim-9\n# complete\n")
     env = {k: v for k, v in os.environ.items() if k != IPAM_DB_ENV}
-    gc_argv = ["ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live), "--grace=0s"]
-    gc = subprocess.run(
-        [str(CLI), *gc_argv, "-o", "json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CLI), *argv], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+
+    gc = cli(
+        "ipam", "gc", "--ipam-db", str(db), "--live-claims", str(live), "--grace=0s", "-o", "json"
     )
     assert gc.returncode == 0, gc.stderr
     assert {x["claim_uid"] for x in json.loads(gc.stdout)} == {f"claim-{i}" for i in range(1, 9)}
-    listed = subprocess.run(
-        [str(CLI), "ipam", "list", "--ipam-db", str(db), "-o", "json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    listed = cli("ipam", "list", "--ipam-db", str(db), "-o", "json")
     assert listed.returncode == 0, listed.stderr
     assert {x["claim_uid"] for x in json.loads(listed.stdout)} == {"claim-0", "claim-9"}
-    bad = subprocess.run(
-        [str(CLI), "ipam", "gc", "--ipam-db", str(db)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    bad = cli("ipam", "gc", "--ipam-db", str(db))
     assert bad.returncode == 2
     assert "--kubernetes" in bad.stderr

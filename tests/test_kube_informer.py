@@ -9,8 +9,7 @@ stop that ends at once.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,15 +26,9 @@ from dranet_cloud.kube import (
 from dranet_cloud.kube.stream import LineStream
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .waiting import wait_until
+
 DEADLINE = 10.0  # generous: only a hang fails a test
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        time.sleep(0.02)
 
 
 class Recorder:
@@ -74,6 +67,17 @@ def start(made: list[Informer], client: KubeClient, resource: Resource, **kw: An
     made.append(informer)
     informer.start()
     assert informer.wait_synced(DEADLINE), informer.last_error
+    return informer
+
+
+def start_watching(
+    kube: KubernetesEmulator, client: KubeClient, made: list[Informer], seen: Recorder
+) -> Informer:
+    """An IP address informer with quick retries, its watch open: where the fault cases start."""
+    informer = start(
+        made, client, IPADDRESSES, on_event=seen, backoff=(0.05, 0.2), watch_timeout=30
+    )
+    wait_until(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
     return informer
 
 
@@ -128,7 +132,7 @@ def test_list_then_watch_sees_creates_and_deletes(
     assert informer.keys() == ["10.0.0.1"] and seen.seen("ADDED", "10.0.0.1")
     kube.add_ip_address("10.0.0.2")
     kube.delete_ip_address("10.0.0.1")
-    eventually(lambda: seen.seen("DELETED", "10.0.0.1"), "the delete reaches the informer")
+    wait_until(lambda: seen.seen("DELETED", "10.0.0.1"), "the delete reaches the informer")
     assert informer.keys() == ["10.0.0.2"]
     assert seen.snapshot() == [
         ("ADDED", "10.0.0.1"),
@@ -146,14 +150,11 @@ def test_a_cut_stream_is_resumed_without_a_list(
     kube: KubernetesEmulator, kube_client: KubeClient, informers: list[Informer]
 ) -> None:
     seen = Recorder()
-    informer = start(
-        informers, kube_client, IPADDRESSES, on_event=seen, backoff=(0.05, 0.2), watch_timeout=30
-    )
-    eventually(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
+    informer = start_watching(kube, kube_client, informers, seen)
     kube.cut_watches()
     kube.add_ip_address("10.0.0.7")  # during the cut or after: either way it must arrive
-    eventually(lambda: seen.seen("ADDED", "10.0.0.7"), "the event after the cut arrives")
-    eventually(lambda: informer.stats.watches >= 2, "a second watch")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.7"), "the event after the cut arrives")
+    wait_until(lambda: informer.stats.watches >= 2, "a second watch")
     assert informer.stats.lists == 1 and informer.stats.relists == 0
     assert kube.calls("ipaddresses").get("list") == 1
     assert seen.snapshot().count(("ADDED", "10.0.0.7")) == 1  # not twice either
@@ -165,20 +166,17 @@ def test_410_relists_and_reports_what_changed_meanwhile(
     kube.add_ip_address("10.0.0.1", labels={"v": "1"})
     kube.add_ip_address("10.0.0.2")
     seen = Recorder()
-    informer = start(
-        informers, kube_client, IPADDRESSES, on_event=seen, backoff=(0.05, 0.2), watch_timeout=30
-    )
-    eventually(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
+    informer = start_watching(kube, kube_client, informers, seen)
     kube.fail(503, verb="watch", resource="ipaddresses", times=None)  # no stream meanwhile
     kube.cut_watches()
-    eventually(lambda: informer.stats.errors >= 2, "a refused watch")
+    wait_until(lambda: informer.stats.errors >= 2, "a refused watch")
     kube.delete_ip_address("10.0.0.2")
     kube.add_ip_address("10.0.0.1", labels={"v": "2"})  # a change
     kube.add_ip_address("10.0.0.3")
     kube.compact()  # the informer's version is gone from the window
     kube.clear_faults()
-    eventually(lambda: informer.stats.relists == 1, "a relist after 410")
-    eventually(lambda: seen.seen("ADDED", "10.0.0.3"), "the synthetic events")
+    wait_until(lambda: informer.stats.relists == 1, "a relist after 410")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.3"), "the synthetic events")
     assert seen.snapshot()[2:] == [
         ("DELETED", "10.0.0.2"),
         ("MODIFIED", "10.0.0.1"),
@@ -188,22 +186,19 @@ def test_410_relists_and_reports_what_changed_meanwhile(
     assert informer.get("10.0.0.1")["metadata"]["labels"] == {"v": "2"}  # type: ignore[index]
     assert informer.stats.lists == 2
     kube.add_ip_address("10.0.0.4")  # and the watch goes on from the new list
-    eventually(lambda: seen.seen("ADDED", "10.0.0.4"), "events after the relist")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.4"), "events after the relist")
 
 
 def test_an_http_410_on_a_watch_relists(
     kube: KubernetesEmulator, kube_client: KubeClient, informers: list[Informer]
 ) -> None:
     seen = Recorder()
-    informer = start(
-        informers, kube_client, IPADDRESSES, on_event=seen, backoff=(0.05, 0.2), watch_timeout=30
-    )
-    eventually(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
+    informer = start_watching(kube, kube_client, informers, seen)
     kube.fail(410, verb="watch", resource="ipaddresses", times=1)
     kube.cut_watches()
-    eventually(lambda: informer.stats.relists == 1, "a relist after the 410 answer")
+    wait_until(lambda: informer.stats.relists == 1, "a relist after the 410 answer")
     kube.add_ip_address("10.0.0.5")
-    eventually(lambda: seen.seen("ADDED", "10.0.0.5"), "events after the relist")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.5"), "events after the relist")
     assert informer.stats.lists == 2
 
 
@@ -215,8 +210,8 @@ def test_bookmarks_move_the_version(informers: list[Informer]) -> None:
         informer = start(informers, client, IPADDRESSES, watch_timeout=30)
         listed = informer.resource_version
         kube.add_node("n1")  # another resource: the ipaddress stream carries only a bookmark
-        eventually(lambda: informer.stats.bookmarks >= 1, "a bookmark")
-        eventually(lambda: int(informer.resource_version) > int(listed), "the version moves")
+        wait_until(lambda: informer.stats.bookmarks >= 1, "a bookmark")
+        wait_until(lambda: int(informer.resource_version) > int(listed), "the version moves")
         assert informer.stats.events == 0 and informer.keys() == []
         informer.stop()
 
@@ -230,7 +225,7 @@ def test_a_selector_change_relists_with_the_differences(
     informer = start(informers, kube_client, IPADDRESSES, label_selector="pool=a", on_event=seen)
     assert informer.keys() == ["10.0.0.1"]
     informer.set_selectors(label_selector="pool=b")
-    eventually(lambda: seen.seen("ADDED", "10.0.0.2"), "the other pool's object")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.2"), "the other pool's object")
     assert seen.snapshot() == [
         ("ADDED", "10.0.0.1"),
         ("DELETED", "10.0.0.1"),
@@ -239,7 +234,7 @@ def test_a_selector_change_relists_with_the_differences(
     assert informer.keys() == ["10.0.0.2"] and informer.stats.relists == 1
     kube.add_ip_address("10.0.0.3", labels={"pool": "a"})  # the watch has the new selector
     kube.add_ip_address("10.0.0.4", labels={"pool": "b"})
-    eventually(lambda: seen.seen("ADDED", "10.0.0.4"), "an event of the new selector")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.4"), "an event of the new selector")
     assert not seen.seen("ADDED", "10.0.0.3")
 
 
@@ -255,7 +250,7 @@ def test_pods_of_one_node_by_field_selector(
     kube.add_pod("team-b", "p3", node="n1")
     kube.add_pod("team-b", "p4", node="n2")
     kube.delete_pod("team-a", "p1")
-    eventually(lambda: seen.seen("DELETED", "team-a/p1"), "the delete of the node's pod")
+    wait_until(lambda: seen.seen("DELETED", "team-a/p1"), "the delete of the node's pod")
     assert informer.keys() == ["team-b/p3"]
     assert not seen.seen("ADDED", "team-b/p4")
     pods = kube_client.list_pods(field_selector="spec.nodeName=n2")
@@ -272,7 +267,7 @@ def test_metadata_only_stores_metadata(
     stored = informer.get("team-a/p1")
     assert stored is not None and "spec" not in stored and stored["metadata"]["name"] == "p1"
     kube.add_pod("team-a", "p2", node="n1")
-    eventually(lambda: informer.get("team-a/p2") is not None, "a watched pod")
+    wait_until(lambda: informer.get("team-a/p2") is not None, "a watched pod")
     assert "spec" not in informer.get("team-a/p2")  # type: ignore[operator]
 
 
@@ -281,7 +276,7 @@ def test_an_event_over_the_cap_drops_the_stream(
 ) -> None:
     informer = start(informers, kube_client, IPADDRESSES, max_event_bytes=2048, backoff=(0.05, 0.1))
     kube.add_ip_address("10.0.0.9", annotations={"big": "\n" + "x" * 4096})
-    eventually(lambda: informer.stats.errors >= 1, "the long line is refused")
+    wait_until(lambda: informer.stats.errors >= 1, "the long line is refused")
     assert informer.last_error is not None and "2048-byte limit" in informer.last_error
     assert "\n" not in informer.last_error and len(informer.last_error) < 1000
     assert informer.get("10.0.0.9") is None
@@ -293,7 +288,7 @@ def test_stop_ends_a_waiting_stream_at_once(
 ) -> None:
     informer = Informer(kube_client, IPADDRESSES, watch_timeout=600).start()
     assert informer.wait_synced(DEADLINE)
-    eventually(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
+    wait_until(lambda: kube.served()["watches_open"].get("ipaddresses", 0) == 1, "a watch opens")
     informer.stop()
     assert informer._thread is not None and not informer._thread.is_alive()
     assert informer.stats.errors == 0 and informer.last_error is None  # an end, not a failure
@@ -305,7 +300,7 @@ def test_errors_name_the_resource_and_back_off(
     kube.fail(403, verb="list", resource="ipaddresses", times=None)
     informer = Informer(kube_client, IPADDRESSES, label_selector="a=b", backoff=(0.05, 0.1))
     with informer:
-        eventually(lambda: informer.stats.errors >= 2, "failed lists")
+        wait_until(lambda: informer.stats.errors >= 2, "failed lists")
         assert not informer.synced
     error = informer.last_error or ""
     assert "ipaddresses.networking.k8s.io" in error and "labelSelector=a=b" in error
@@ -333,7 +328,7 @@ def test_a_widened_selector_lists_only_what_it_adds_and_loses_no_event(
     assert informer.listed == 0
     ticket = informer.widen("pool in (a,b)", "pool in (b)")
     assert ticket == 1
-    eventually(lambda: informer.listed >= ticket, "the added part listed")
+    wait_until(lambda: informer.listed >= ticket, "the added part listed")
     assert sorted(informer.keys()) == ["10.0.0.1", "10.0.0.2"]
     stats = informer.stats
     # Two lists: the first (one object) and the added part alone (one object).
@@ -342,8 +337,8 @@ def test_a_widened_selector_lists_only_what_it_adds_and_loses_no_event(
     kube.add_ip_address("10.0.0.3", labels={"pool": "a"})  # both parts are watched
     kube.add_ip_address("10.0.0.4", labels={"pool": "b"})
     kube.add_ip_address("10.0.0.5", labels={"pool": "c"})
-    eventually(lambda: seen.seen("ADDED", "10.0.0.4"), "an event of the added part")
-    eventually(lambda: seen.seen("ADDED", "10.0.0.3"), "an event of the old part")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.4"), "an event of the added part")
+    wait_until(lambda: seen.seen("ADDED", "10.0.0.3"), "an event of the old part")
     assert not seen.seen("ADDED", "10.0.0.5") and not seen.seen("ADDED", "10.0.0.9")
     assert kube.calls()["list"] == lists  # no relist of the old part
     assert informer.widen("pool in (a,b)", "pool in (b)") == ticket  # nothing new
@@ -373,7 +368,7 @@ def test_a_widening_keeps_the_old_parts_events_of_its_list_time(
 
     monkeypatch.setattr(kube_client, "list_objects", list_after_a_change)
     ticket = informer.widen("pool in (a,b)", "pool in (b)")
-    eventually(lambda: informer.listed >= ticket, "the added part listed")
-    eventually(lambda: seen.seen("DELETED", "10.0.0.1"), "the old part's delete")
+    wait_until(lambda: informer.listed >= ticket, "the added part listed")
+    wait_until(lambda: seen.seen("DELETED", "10.0.0.1"), "the old part's delete")
     assert informer.keys() == ["10.0.0.2"]
     assert informer.stats.relists == 0

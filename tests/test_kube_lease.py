@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +23,8 @@ from dranet_cloud.kube import (
 from dranet_cloud.kube.lease import micro_time, parse_micro_time
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .waiting import wait_until
+
 NS, NAME = "kube-system", "dranet-cloud-reclaimer"
 FAST: dict[str, Any] = {
     "lease_duration": 1.5,
@@ -31,14 +33,6 @@ FAST: dict[str, Any] = {
     "candidate_poll": 0.3,
 }
 DEADLINE = 10.0
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        time.sleep(0.02)
 
 
 class Electors:
@@ -127,7 +121,7 @@ def test_lease_calls_and_a_stale_update_loses(kube_client: KubeClient) -> None:
 def test_one_of_three_leads(electors: Electors, kube_client: KubeClient) -> None:
     for name in ("a", "b", "c"):
         electors.start(name)
-    eventually(lambda: len(electors.leaders()) == 1, "one leader")
+    wait_until(lambda: len(electors.leaders()) == 1, "one leader")
     time.sleep(1.0)  # a few renewals and polls later there is still exactly one
     leaders = electors.leaders()
     assert len(leaders) == 1
@@ -135,7 +129,7 @@ def test_one_of_three_leads(electors: Electors, kube_client: KubeClient) -> None
     assert lease["spec"]["holderIdentity"] == leaders[0]
     assert lease["spec"]["leaseDurationSeconds"] == 2  # 1.5 s rounded up to whole seconds
     assert parse_micro_time(lease["spec"]["renewTime"]) is not None
-    eventually(
+    wait_until(
         lambda: all(e.holder == leaders[0] for e in electors.made), "everyone sees the holder"
     )
     assert electors.log == [("started", leaders[0])]
@@ -149,7 +143,7 @@ def test_leadership_moves_when_the_holder_goes(
 ) -> None:
     for name in ("a", "b", "c"):
         electors.start(name)
-    eventually(lambda: len(electors.leaders()) == 1, "one leader")
+    wait_until(lambda: len(electors.leaders()) == 1, "one leader")
     first = next(e for e in electors.made if e.is_leader)
     before = kube_client.get_lease(NS, NAME)["spec"].get("leaseTransitions", 0)
     first.stop(release=release)  # release=False: as a crashed holder, it just stops renewing
@@ -157,7 +151,7 @@ def test_leadership_moves_when_the_holder_goes(
     if release:
         assert kube_client.get_lease(NS, NAME)["spec"]["holderIdentity"] == ""
     # Within about lease_duration + candidate_poll; the deadline is generous.
-    eventually(lambda: len(electors.leaders()) == 1, "a successor leads", timeout=8.0)
+    wait_until(lambda: len(electors.leaders()) == 1, "a successor leads", limit=8.0)
     second = electors.leaders()[0]
     assert second != first.identity
     lease = kube_client.get_lease(NS, NAME)
@@ -169,13 +163,13 @@ def test_a_holder_that_cannot_renew_steps_down(
     electors: Electors, kube: KubernetesEmulator
 ) -> None:
     holder = electors.start("a")
-    eventually(lambda: holder.is_leader, "a leads")
+    wait_until(lambda: holder.is_leader, "a leads")
     kube.fail(503, verb="update", resource="leases", times=None)
-    eventually(lambda: ("stopped", "a") in electors.log, "a steps down")
+    wait_until(lambda: ("stopped", "a") in electors.log, "a steps down")
     assert not holder.is_leader and holder.last_error is not None
     assert "503" in holder.last_error
     kube.clear_faults()
-    eventually(lambda: holder.is_leader, "a takes it again")  # its own, not expired
+    wait_until(lambda: holder.is_leader, "a takes it again")  # its own, not expired
     assert electors.log == [("started", "a"), ("stopped", "a"), ("started", "a")]
 
 
@@ -183,8 +177,8 @@ def test_candidates_poll_at_their_own_pace(
     electors: Electors, kube: KubernetesEmulator, kube_client: KubeClient
 ) -> None:
     holder = electors.start("a", candidates=lambda: 50)
-    eventually(lambda: holder.is_leader, "a leads")
-    eventually(
+    wait_until(lambda: holder.is_leader, "a leads")
+    wait_until(
         lambda: (
             kube_client.get_lease(NS, NAME)["metadata"]
             .get("annotations", {})

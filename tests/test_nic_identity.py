@@ -122,35 +122,40 @@ def test_every_form_resolves_to_the_same_nic(tmp_path: Path) -> None:
     assert (odd.ifname, odd.found) == ("eth0.100", True)
 
 
+@pytest.fixture
+def nic_warnings(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """caplog, capturing the NIC resolver's warnings (the conflicts it logs)."""
+    caplog.set_level(logging.WARNING, logger="dranet_cloud.node.nic")
+    return caplog
+
+
 def test_a_conflict_is_resolved_by_mac_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, nic_warnings: pytest.LogCaptureFixture
 ) -> None:
     root = node(tmp_path)
-    caplog.set_level(logging.WARNING, logger="dranet_cloud.node.nic")
     nic = resolve_nic(root, DeviceIdentifiers(name="eth0.100", mac_address=MAC_A))
     assert nic.ifname == "eth1"
-    assert "answering for eth1" in caplog.text and "eth0.100" in caplog.text
+    assert "answering for eth1" in nic_warnings.text and "eth0.100" in nic_warnings.text
     # A MAC no NIC has, with the PCI function of one: the hardware decides, logged.
     moved = resolve_nic(root, DeviceIdentifiers(mac_address=MAC_B, pci_address=PCI_A))
     assert (moved.ifname, moved.identity) == ("eth1", f"mac:{MAC_A}")
-    assert f"no NIC on this node has MAC {MAC_B}" in caplog.text
+    assert f"no NIC on this node has MAC {MAC_B}" in nic_warnings.text
 
 
 def test_a_dra_device_name_of_another_nic_is_a_logged_conflict(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, nic_warnings: pytest.LogCaptureFixture
 ) -> None:
     # gen1 DRANET sends the DRA device name: pci-0000-00-07-0 is the EFA
     # function, not NIC A.  The MAC (or PCI address) decides, and says so.
     root = node(tmp_path)
-    caplog.set_level(logging.WARNING, logger="dranet_cloud.node.nic")
     nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", mac_address=MAC_A))
     assert (nic.ifname, nic.identity) == ("eth1", f"mac:{MAC_A}")
-    assert "'pci-0000-00-07-0'" in caplog.text and "answering for eth1" in caplog.text
-    caplog.clear()
+    assert "'pci-0000-00-07-0'" in nic_warnings.text and "answering for eth1" in nic_warnings.text
+    nic_warnings.clear()
     # The same conflict again (here through the PCI address) is logged once only.
     nic = resolve_nic(root, DeviceIdentifiers(name="pci-0000-00-07-0", pci_address=PCI_A))
     assert nic.ifname == "eth1"
-    assert caplog.text == ""
+    assert nic_warnings.text == ""
 
 
 def test_the_halves_of_a_shared_mac_pair_are_two_identities(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.contract.hookspecs import hookimpl
 from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.host.provider_host import ProviderHost
@@ -36,7 +35,7 @@ from dranet_cloud.server.middleware import ACCESS_LOGGER
 from dranet_cloud.server.runner import ServeOptions, WebhookServer
 from dranet_cloud.toolkit.errors import ConfigError, ProfileDenied, ProviderUnavailable
 from dranet_cloud.toolkit.iprange import ip_range_from_cidr
-from dranet_cloud.wire.models import DeviceIdentifiers, NetworkConfig
+from dranet_cloud.wire.models import NetworkConfig
 
 from .fakeplugins import FakeCloud, FakeProfile, dmi_root, fake_emulator
 from .waiting import wait_until
@@ -50,14 +49,7 @@ class MoodyProfile:
     """A profile plugin whose answer depends on the profile name."""
 
     @hookimpl
-    def profile_config(
-        self,
-        context: ProviderContext,
-        instance: InstanceSnapshot | None,
-        device: DeviceIdentifiers,
-        claim_uid: str,
-        config: NetworkConfig,
-    ) -> NetworkConfig | None:
+    def profile_config(self, claim_uid: str, config: NetworkConfig) -> NetworkConfig | None:
         if config.profile == "flaky":
             raise ProviderUnavailable(f"moody: backend for claim {claim_uid} timed out")
         if config.profile == "teapot":
@@ -67,14 +59,7 @@ class MoodyProfile:
         return None
 
     @hookimpl
-    def release_profile_config(
-        self,
-        context: ProviderContext,
-        instance: InstanceSnapshot | None,
-        device: DeviceIdentifiers,
-        claim_uid: str,
-        config: NetworkConfig | None,
-    ) -> bool:
+    def release_profile_config(self, claim_uid: str) -> bool:
         if claim_uid == "explode":
             raise RuntimeError("moody: backend gone")
         return True
@@ -453,27 +438,13 @@ def test_graceful_stop_lets_an_in_flight_request_finish(tmp_path: Path) -> None:
 
     class Slow:
         @hookimpl
-        def profile_config(
-            self,
-            context: ProviderContext,
-            instance: InstanceSnapshot | None,
-            device: DeviceIdentifiers,
-            claim_uid: str,
-            config: NetworkConfig,
-        ) -> NetworkConfig | None:
+        def profile_config(self) -> NetworkConfig | None:
             entered.set()
             release.wait(30)
             return NetworkConfig.model_validate({"interface": {"mtu": 1234}})
 
         @hookimpl
-        def release_profile_config(
-            self,
-            context: ProviderContext,
-            instance: InstanceSnapshot | None,
-            device: DeviceIdentifiers,
-            claim_uid: str,
-            config: NetworkConfig | None,
-        ) -> bool:
+        def release_profile_config(self) -> bool:
             return True
 
     host = local_ipam_host(tmp_path, profile="slow", extra=(("slow", Slow()),))

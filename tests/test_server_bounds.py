@@ -27,7 +27,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dranet_cloud.contract.context import InstanceSnapshot, ProviderContext
 from dranet_cloud.contract.hookspecs import hookimpl
 from dranet_cloud.host.plugin_manager import PluginRegistry
 from dranet_cloud.host.provider_host import ProviderHost
@@ -62,27 +61,13 @@ class SlowProfile:
         self.release = threading.Event()
 
     @hookimpl
-    def profile_config(
-        self,
-        context: ProviderContext,
-        instance: InstanceSnapshot | None,
-        device: DeviceIdentifiers,
-        claim_uid: str,
-        config: NetworkConfig,
-    ) -> NetworkConfig | None:
+    def profile_config(self) -> NetworkConfig | None:
         self.entered.release()
         self.release.wait(5)
         return None
 
     @hookimpl
-    def release_profile_config(
-        self,
-        context: ProviderContext,
-        instance: InstanceSnapshot | None,
-        device: DeviceIdentifiers,
-        claim_uid: str,
-        config: NetworkConfig | None,
-    ) -> bool:
+    def release_profile_config(self) -> bool:
         return True
 
 

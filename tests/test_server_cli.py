@@ -31,6 +31,7 @@ from dranet_cloud.testing import Emulator, Request, Response
 from dranet_cloud.testing.environ import isolated_environ
 from dranet_cloud.testing.kubernetes import KubernetesEmulator
 
+from .argv import serve_argv
 from .waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -565,6 +566,7 @@ def test_access_log_lines_and_tcp_listen(tmp_path: Path, servers: list[ServeProc
 
 
 def test_bad_flags_fail_fast(tmp_path: Path) -> None:
+    base = [*serve_argv(tmp_path), "--host-root", str(tmp_path)]
     out = cli(
         "serve",
         "--listen",
@@ -575,32 +577,11 @@ def test_bad_flags_fail_fast(tmp_path: Path) -> None:
         str(tmp_path),
     )
     assert out.returncode == 2 and "--listen 'nowhere'" in out.stderr
-    out = cli(
-        "serve",
-        "--listen",
-        f"unix://{tmp_path}/s.sock",
-        "--cloud-provider-hint",
-        "none",
-        "--host-root",
-        str(tmp_path),
-        "--gc-kubernetes",
-    )
+    out = cli(*base, "--gc-kubernetes")
     assert out.returncode == 2 and "--gc-interval" in out.stderr
-    out = cli(
-        "serve",
-        "--listen",
-        f"unix://{tmp_path}/s.sock",
-        "--cloud-provider-hint",
-        "none",
-        "--host-root",
-        str(tmp_path),
-        "--gc-interval",
-        "soon",
-        "--gc-kubernetes",
-    )
+    out = cli(*base, "--gc-interval", "soon", "--gc-kubernetes")
     assert out.returncode == 2 and "--gc-interval 'soon'" in out.stderr
-    base = ["serve", "--listen", f"unix://{tmp_path}/s.sock", "--cloud-provider-hint", "none"]
-    base += ["--host-root", str(tmp_path), "--gc-interval", "10m"]
+    base += ["--gc-interval", "10m"]
     out = cli(*base, "--gc-older-than", "24h")
     assert out.returncode == 2 and "--gc-older-than was removed" in out.stderr
     out = cli(*base)

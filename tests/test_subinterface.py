@@ -44,14 +44,15 @@ class Ranges:
 
 
 def run(
-    ctx: ProviderContext, config: NetworkConfig, claim: str = "c1", **kwargs: object
+    ctx: ProviderContext, config: NetworkConfig, uid: str = "c1", **kwargs: object
 ) -> NetworkConfig | None:
+    """subinterface_profile for DEV in POOL, from V4 and V6 unless the test says otherwise."""
     kwargs.setdefault("ranges", Ranges(V4, V6))
     return subinterface_profile(
         ctx,
         pool=POOL,
         device=DEV,
-        claim_uid=claim,
+        claim_uid=uid,
         config=config,
         **kwargs,  # type: ignore[arg-type]
     )
@@ -85,7 +86,7 @@ def test_without_require_ipvlan_any_type_is_addressed(ctx: ProviderContext) -> N
     assert len(got) == 2
     assert run(ctx, cfg(dhcp=True), require_ipvlan=False) is None
     unnumbered = cfg(type="IPVLAN", addressing="Unnumbered")
-    assert run(ctx, unnumbered, require_ipvlan=False, claim="c2") is None
+    assert run(ctx, unnumbered, require_ipvlan=False, uid="c2") is None
     assert len(ctx.ipam.list()) == 2
 
 
@@ -94,7 +95,7 @@ def test_allocation_is_owned_by_pool_device_claim_and_retries_are_free(
 ) -> None:
     first = addresses(run(ctx, cfg(type="IPVLAN")))
     again = addresses(run(ctx, cfg(type="IPVLAN")))
-    other = addresses(run(ctx, cfg(type="IPVLAN"), claim="c2"))
+    other = addresses(run(ctx, cfg(type="IPVLAN"), uid="c2"))
     assert first == again and set(first).isdisjoint(other)
     assert first[0] in V4 and first[1] in V6
     owners = {a.owner for a in ctx.ipam.list()}
@@ -124,10 +125,10 @@ def test_static_addresses_are_checked_reserved_and_echoed_as_written(
     # The same claim again is no conflict with itself; another claim is.
     assert addresses(run(ctx, config)) == ["10.9.0.3/24", "2001:db8::5/64"]
     with pytest.raises(AddressConflict) as err:
-        run(ctx, cfg(type="IPVLAN", addresses=["10.9.0.3/32"]), claim="c2")
+        run(ctx, cfg(type="IPVLAN", addresses=["10.9.0.3/32"]), uid="c2")
     assert err.value.status == 409
     # A pool allocation never hands out the reserved address.
-    dynamic = addresses(run(ctx, cfg(type="IPVLAN"), claim="c3", ranges=Ranges(V4)))
+    dynamic = addresses(run(ctx, cfg(type="IPVLAN"), uid="c3", ranges=Ranges(V4)))
     assert dynamic[0] != "10.9.0.3/32"
 
 
@@ -158,7 +159,7 @@ def test_exhaustion_is_a_409(ctx: ProviderContext) -> None:
     tiny = IPRange.parse("10.9.0.1-10.9.0.1")
     addresses(run(ctx, cfg(type="IPVLAN"), ranges=Ranges(tiny)))
     with pytest.raises(RangeExhausted) as err:
-        run(ctx, cfg(type="IPVLAN"), claim="c2", ranges=Ranges(tiny))
+        run(ctx, cfg(type="IPVLAN"), uid="c2", ranges=Ranges(tiny))
     assert err.value.status == 409
 
 
@@ -170,17 +171,7 @@ def test_a_custom_allocator_gets_the_store_and_owner(ctx: ProviderContext) -> No
         assert claim == REF
         return store.allocate(owner, [V6], claim=claim)
 
-    got = addresses(
-        subinterface_profile(
-            ctx,
-            pool=POOL,
-            device=DEV,
-            claim_uid="c1",
-            config=cfg(type="IPVLAN"),
-            claim=REF,
-            allocate=allocate,
-        )
-    )
+    got = addresses(run(ctx, cfg(type="IPVLAN"), claim=REF, allocate=allocate, ranges=None))
     assert calls == [Owner(POOL, described_nic(DEV).identity, "c1")]
     assert len(got) == 1 and got[0] in V6
     assert [a.address for a in ctx.ipam.held(calls[0])] == got
@@ -193,7 +184,7 @@ def test_neither_ranges_nor_allocate_is_a_programming_error(ctx: ProviderContext
 
 def test_release_frees_by_owner_only_and_is_idempotent(ctx: ProviderContext) -> None:
     run(ctx, cfg(type="IPVLAN"))
-    kept = addresses(run(ctx, cfg(type="IPVLAN"), claim="c2"))
+    kept = addresses(run(ctx, cfg(type="IPVLAN"), uid="c2"))
     assert release_subinterface(ctx, pool=POOL, device=DEV, claim_uid="c1") is True
     assert sorted(a.address for a in ctx.ipam.list()) == sorted(kept)
     assert release_subinterface(ctx, pool=POOL, device=DEV, claim_uid="c1") is True
@@ -205,24 +196,8 @@ def test_the_claim_reference_is_recorded_with_allocations_and_reservations(
     ctx: ProviderContext,
 ) -> None:
     """gen2 DRANET's namespace/name/pods reach the IPAM, for leak reclaiming."""
-    subinterface_profile(
-        ctx,
-        pool=POOL,
-        device=DEV,
-        claim_uid="c1",
-        config=cfg(type="IPVLAN"),
-        claim=REF,
-        ranges=Ranges(V4, V6),
-    )
+    run(ctx, cfg(type="IPVLAN"), claim=REF)
     static = ClaimReference("c2", "team-a", "static")
-    subinterface_profile(
-        ctx,
-        pool=POOL,
-        device=DEV,
-        claim_uid="c2",
-        config=cfg(type="IPVLAN", addresses=["10.9.1.6/24"]),
-        claim=static,
-        ranges=Ranges(V4, V6),
-    )
+    run(ctx, cfg(type="IPVLAN", addresses=["10.9.1.6/24"]), uid="c2", claim=static)
     by_claim = {a.owner.claim_uid: a.claim for a in ctx.ipam.list()}
     assert by_claim == {"c1": REF, "c2": static}

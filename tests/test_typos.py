@@ -31,6 +31,7 @@ from dranet_cloud.testing.cli import EXE, run_cli
 from dranet_cloud.testing.hostroot_builder import HostRootBuilder
 from dranet_cloud.toolkit.iprange import IPRange
 
+from .argv import serve_argv
 from .test_server_cli import ServeProcess, servers  # noqa: F401  (the fixture)
 
 ETH1_MAC = "0c:42:a1:00:00:11"
@@ -120,13 +121,16 @@ def test_the_periodic_check_sees_a_nic_appear_and_leave(
 # --- a misspelt profile --------------------------------------------------------------
 
 
-def test_an_unknown_profile_names_the_profiles_served(
-    tmp_path: Path,
-    servers: list[ServeProcess],  # noqa: F811
-) -> None:
+@pytest.fixture
+def proc(tmp_path: Path, servers: list[ServeProcess]) -> ServeProcess:  # noqa: F811
+    """A server on node() with only the default profile, stopped with the test."""
     node(tmp_path / "host")
-    proc = ServeProcess(tmp_path, "--host-root", str(tmp_path / "host"))
-    servers.append(proc)
+    served = ServeProcess(tmp_path, "--host-root", str(tmp_path / "host"))
+    servers.append(served)
+    return served
+
+
+def test_an_unknown_profile_names_the_profiles_served(proc: ServeProcess) -> None:
     r = claim(proc, "c-1", {"name": "eth1", "mac_address": ETH1_MAC}, profile="local-ipm")
     assert r.status_code == 404
     assert "profile 'local-ipm' was requested for device eth1" in r.text
@@ -138,12 +142,8 @@ def test_an_unknown_profile_names_the_profiles_served(
 
 
 def test_a_claim_for_a_mac_the_node_does_not_show_is_answered_warned_once_and_counted(
-    tmp_path: Path,
-    servers: list[ServeProcess],  # noqa: F811
+    proc: ServeProcess,
 ) -> None:
-    node(tmp_path / "host")
-    proc = ServeProcess(tmp_path, "--host-root", str(tmp_path / "host"))
-    servers.append(proc)
     gone = {"name": "eth9", "mac_address": "0c:42:a1:00:00:99"}
     for uid in ("c-1", "c-1", "c-2"):  # a retry and a second claim on the same NIC
         r = claim(proc, uid, gone)
@@ -239,11 +239,7 @@ def test_host_bits_are_refused_with_the_network_meant(text: str, meant: str) -> 
 @pytest.mark.parametrize("spec", ["10.5.0.1/16", "eth1=10.5.0.1/16"])
 def test_serve_refuses_host_bits_in_an_ipam_range(tmp_path: Path, spec: str) -> None:
     res = run_cli(
-        "serve",
-        "--listen",
-        f"unix://{tmp_path}/s.sock",
-        "--cloud-provider-hint",
-        "none",
+        *serve_argv(tmp_path),
         "--host-root",
         str(tmp_path),
         "--ipam-db",

@@ -59,3 +59,10 @@ def _started_host(root: Path, env: dict[str, str]) -> ProviderHost:
 def started_host() -> Callable[[Path, dict[str, str]], ProviderHost]:
     """Start a host with the aliyun cloud plugin on a root, with an in-memory IPAM."""
     return _started_host
+
+
+@pytest.fixture
+def ecs_environ(ecs_emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's environment points at the emulator: the CLI's main() reads it there."""
+    for name, value in ecs_emulator.env.items():
+        monkeypatch.setenv(name, value)

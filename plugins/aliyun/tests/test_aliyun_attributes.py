@@ -21,7 +21,7 @@ from dranet_cloud.contract.context import ProviderContext, SampleHost
 from dranet_cloud.host.attribute_limits import attribute_name_problem, attribute_value_problem
 from dranet_cloud.host.provider_host import ProviderHost
 from dranet_cloud.node.hostroot import HostRoot
-from dranet_cloud.testing import Emulator, HostRootBuilder
+from dranet_cloud.testing import HostRootBuilder
 from dranet_cloud.wire.models import DeviceIdentifiers
 
 D = "alibaba.dra.net/"
@@ -55,14 +55,11 @@ def _check_describe(devices: list[dict[str, Any]]) -> None:
         assert (attrs["regionId"], attrs["zoneId"]) == ("cn-beijing", "cn-beijing-l")
 
 
+@pytest.mark.usefixtures("ecs_environ")
 def test_describe_cli_against_the_emulator(
-    ecs_emulator: Emulator,
     erdma_sample: SampleHost,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, value in ecs_emulator.env.items():
-        monkeypatch.setenv(name, value)
     code = cli_main(
         ["describe", "--cloud-provider-hint", "alibaba", "--host-root", str(erdma_sample.root),
          "-o", "json"]

@@ -89,15 +89,12 @@ def _cli_profile(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[st
     return data
 
 
+@pytest.mark.usefixtures("ecs_environ")
 def test_profile_get_and_release_through_the_cli(
-    ecs_emulator: Emulator,
     bond_sample: SampleHost,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, value in ecs_emulator.env.items():
-        monkeypatch.setenv(name, value)
     db = tmp_path / "ipam.db"
     common = ["--cloud-provider-hint", "aliyun", "--host-root", str(bond_sample.root),
               "--ipam-db", str(db), "--device", "bond0", "-o", "json"]  # fmt: skip

@@ -54,14 +54,11 @@ def host_for(sample: SampleHost, env: dict[str, str], hint: str = "cks") -> Prov
     return host
 
 
+@pytest.mark.usefixtures("cks_environ")
 def test_describe_shows_dranets_attributes_and_leaf_switches(
     cks_sample: SampleHost,
-    cks_emulator: Emulator,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in cks_emulator.env.items():
-        monkeypatch.setenv(key, value)
     code = main(["describe", "--host-root", str(cks_sample.root), "--cloud-provider-hint", "CKS",
                  "-o", "json"])  # fmt: skip
     assert code == 0

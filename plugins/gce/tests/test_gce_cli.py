@@ -43,13 +43,18 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.fixture
+def gce_emulator_cli(gce_emulator: Emulator, point_at: Any) -> Emulator:
+    """The GCE emulator, with the CLI's environment pointed at it."""
+    point_at(gce_emulator.env)
+    return gce_emulator
+
+
 def test_describe_shows_every_nic_with_its_config(
     capsys: pytest.CaptureFixture[str],
     gce_sample: SampleHost,
-    gce_emulator: Emulator,
-    point_at: Any,
+    gce_emulator_cli: Emulator,
 ) -> None:
-    point_at(gce_emulator.env)
     code, out, err = _run(capsys, "describe", "--host-root", str(gce_sample.root), "-o", "json")
     assert code == 0, err
     data = json.loads(out)
@@ -70,18 +75,16 @@ def test_describe_shows_every_nic_with_its_config(
         assert {"destination": f"{gateway}/32", "scope": 253} in config["routes"]
         assert go_shape_problems(config) == []  # gen2, Go's omit-empty shape
     # Auto-detection: one confirmation probe, and a single request loads the instance.
-    loads = [r for r in gce_emulator.requests() if r.query == RECURSIVE]
+    loads = [r for r in gce_emulator_cli.requests() if r.query == RECURSIVE]
     assert len(loads) == 1
-    assert len(gce_emulator.requests()) == 2
+    assert len(gce_emulator_cli.requests()) == 2
 
 
 def test_describe_table(
     capsys: pytest.CaptureFixture[str],
     gce_sample: SampleHost,
-    gce_emulator: Emulator,
-    point_at: Any,
+    gce_emulator_cli: Emulator,
 ) -> None:
-    point_at(gce_emulator.env)
     code, out, _ = _run(
         capsys, "describe", "--cloud-provider-hint", "gce", "--host-root", str(gce_sample.root)
     )
@@ -127,11 +130,9 @@ def test_spoofed_server_exits_3_saying_so(
 def test_profile_get_twice_then_release_visible_in_ipam_list(
     capsys: pytest.CaptureFixture[str],
     gce_sample: SampleHost,
-    gce_emulator: Emulator,
-    point_at: Any,
+    gce_emulator_cli: Emulator,
     tmp_path: Path,
 ) -> None:
-    point_at(gce_emulator.env)
     db = tmp_path / "ipam.db"
     claim = tmp_path / "claim.json"
     claim.write_text(json.dumps(CLAIM))

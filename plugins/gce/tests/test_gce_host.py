@@ -44,6 +44,16 @@ def _host(
     return host
 
 
+@pytest.fixture
+def gce_host(
+    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
+) -> ProviderHost:
+    """A host on the sample node, started against the emulator with the gce hint."""
+    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
+    host.start()
+    return host
+
+
 def _instance_loads(emu: Emulator) -> int:
     return sum(1 for r in emu.requests("/computeMetadata/v1/") if r.query == RECURSIVE)
 
@@ -62,11 +72,8 @@ def test_auto_detection_confirms_then_loads_once(
     assert _instance_loads(gce_emulator) == 1
 
 
-def test_describe_every_nic(
-    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
-) -> None:
-    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
-    host.start()
+def test_describe_every_nic(gce_host: ProviderHost, gce_emulator: Emulator) -> None:
+    host = gce_host
     devices = host.context.host_root.net_devices()
     assert len(devices) == 9
     for dev in devices:
@@ -136,11 +143,8 @@ def test_spoofed_server_is_refused_at_start_up(
         assert "Metadata-Flavor: Google" in result.failures["gce"]
 
 
-def test_precedence_chain_with_an_ipvlan_profile(
-    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
-) -> None:
-    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
-    host.start()
+def test_precedence_chain_with_an_ipvlan_profile(gce_host: ProviderHost) -> None:
+    host = gce_host
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
         {"profile": "gce-subinterface", "interface": {"type": "IPVLAN", "name": "net0"}}
@@ -186,12 +190,11 @@ def test_hot_attached_nic_triggers_one_refresh(
 
 
 def test_static_address_comes_back_once_as_written_in_the_final_config(
-    make_host: list[ProviderHost], gce_sample: SampleHost, gce_emulator: Emulator
+    gce_host: ProviderHost,
 ) -> None:
     # Regression: the profile used to answer the reserved host CIDR
     # (10.24.3.7/32), the merge kept both, and the pod got the address twice.
-    host = _host(make_host, gce_sample, gce_emulator.env, hint="gce")
-    host.start()
+    host = gce_host
     eth0 = next(d for d in host.context.host_root.net_devices() if d.name == "eth0")
     user = NetworkConfig.model_validate(
         {"profile": "gce", "interface": {"type": "IPVLAN", "addresses": ["10.24.3.7/24"]}}
