@@ -120,7 +120,6 @@ def detect(
         record(name, lambda: _confirm(registry, name, context, timeout))
     else:
         # Only a node with evidence for several plugins pays for the thread pool.
-
         pool = ThreadPoolExecutor(max_workers=len(order), thread_name_prefix="detect")
         futures = {pool.submit(_confirm, registry, n, context, timeout): n for n in order}
         deadline = start + context.options.detect_deadline

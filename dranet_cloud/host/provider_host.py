@@ -219,7 +219,6 @@ class ProviderHost:
                 self._init_plugin(plugin, explicit=True, roles={"profile"})
         # A directory a running plugin reads but the pod does not mount fails
         # its claims one by one later: say so once, now, in deployment terms.
-
         warn_missing(self.context.host_root, reg, [*self._instances, *reg.with_role("enricher")])
         self._started = True
         log.info(
